@@ -1,0 +1,70 @@
+//! An admission gate for async Rust: a lock-free-fast-path, FIFO-fair, weighted
+//! semaphore whose multi-unit acquire is all-or-nothing.
+//!
+//! A request for two units takes both or none, so two operations that each need two
+//! units can never each strand one and wait on the other. Parked requests are served
+//! strictly in arrival order. The crate is `no_std`, needs no 64-bit atomics, and
+//! knows no runtime: it uses only [`core::task::Waker`].
+//!
+//! ```
+//! use admit::Semaphore;
+//!
+//! # futures_lite::future::block_on(async {
+//! let sessions = Semaphore::new(4);
+//! let permit = sessions.acquire(2).await?; // both units or none
+//! assert_eq!(permit.units(), 2);
+//! assert_eq!(sessions.available(), 2);
+//! drop(permit); // the units return
+//! # Ok::<(), admit::AcquireError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Features
+//!
+//! | Feature | Default | Explanation |
+//! |---|---|---|
+//! | `std` | yes | `std::error::Error` for the error types; implies `alloc` |
+//! | `alloc` | via `std` | [`Semaphore::acquire_owned`] / [`OwnedPermit`] on `Arc<Semaphore>` |
+//!
+//! The algorithm, its invariants and memory orderings are described at the top of
+//! `src/semaphore.rs` and in `docs/design.md`.
+#![no_std]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+mod acquire;
+mod error;
+mod loom;
+mod permit;
+mod queue;
+mod semaphore;
+mod wake_list;
+
+pub use acquire::Acquire;
+#[cfg(feature = "alloc")]
+pub use acquire::AcquireOwned;
+pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
+#[cfg(feature = "alloc")]
+pub use permit::OwnedPermit;
+pub use permit::Permit;
+pub use semaphore::Semaphore;
+
+/// Every public type is `Send + Sync`, checked at compile time.
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Semaphore>();
+    check::<Permit<'_>>();
+    check::<Acquire<'_>>();
+    check::<AcquireError>();
+    check::<TryAcquireError>();
+    #[cfg(feature = "alloc")]
+    {
+        check::<OwnedPermit>();
+        check::<AcquireOwned>();
+    }
+}

@@ -1,0 +1,69 @@
+//! A fixed batch of wakers collected under the queue lock and called after it is
+//! released, so no user code (a waker) ever runs while the lock is held.
+
+use core::task::Waker;
+
+/// Wakers taken from granted or closed waiters in one pass. The size bounds the
+/// work done per lock hold; a pass that fills it unlocks, wakes, and goes again.
+pub(crate) const WAKE_BATCH: usize = 32;
+
+pub(crate) struct WakeList {
+    wakers: [Option<Waker>; WAKE_BATCH],
+    len: usize,
+}
+
+impl WakeList {
+    pub(crate) const fn new() -> Self {
+        Self {
+            wakers: [const { None }; WAKE_BATCH],
+            len: 0,
+        }
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == WAKE_BATCH
+    }
+
+    /// Adds a waker; a waiter that never registered one (impossible for a parked
+    /// waiter, but cheap to tolerate) is skipped.
+    pub(crate) fn push(&mut self, waker: Option<Waker>) {
+        debug_assert!(!self.is_full());
+        if let Some(waker) = waker {
+            self.wakers[self.len] = Some(waker);
+            self.len += 1;
+        }
+    }
+
+    fn pop(&mut self) -> Option<Waker> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        self.wakers[self.len].take()
+    }
+
+    /// Wakes every collected waker. If one panics, the rest are still woken while
+    /// the panic unwinds (a second panic in the same batch aborts, as any panic
+    /// during unwinding does); the queue itself was consistent before the first call.
+    pub(crate) fn wake_all(&mut self) {
+        while let Some(waker) = self.pop() {
+            let rest = WakeRestOnUnwind(self);
+            waker.wake();
+            core::mem::forget(rest);
+        }
+    }
+}
+
+impl Drop for WakeList {
+    fn drop(&mut self) {
+        self.wake_all();
+    }
+}
+
+struct WakeRestOnUnwind<'a>(&'a mut WakeList);
+
+impl Drop for WakeRestOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.0.wake_all();
+    }
+}
