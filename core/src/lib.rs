@@ -38,20 +38,28 @@ extern crate std;
 
 mod acquire;
 mod error;
+mod gate_error;
 mod loom;
+mod observer;
 mod permit;
 mod queue;
 mod semaphore;
+mod source;
+mod timer;
 mod wake_list;
 
 pub use acquire::Acquire;
 #[cfg(feature = "alloc")]
 pub use acquire::AcquireOwned;
 pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
+pub use gate_error::{whole_seconds_up, ConfigError, GateError};
+pub use observer::Observer;
 #[cfg(feature = "alloc")]
 pub use permit::OwnedPermit;
 pub use permit::Permit;
 pub use semaphore::Semaphore;
+pub use source::Source;
+pub use timer::Timer;
 
 /// Every public type is `Send + Sync`, checked at compile time.
 #[allow(dead_code)]

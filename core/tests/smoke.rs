@@ -1,3 +1,4 @@
+//! Smoke test of the public API.
 use admit::Semaphore;
 use futures_lite::future::{block_on, poll_once};
 #[test]

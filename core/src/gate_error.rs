@@ -1,0 +1,155 @@
+//! What a [`Gate`](crate::Gate) acquire can end in besides a permit, and what a bad
+//! gate configuration is.
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::ExceedsCapacity;
+
+/// Why a gate acquire returned no permit. Only [`GateError::Busy`] counts as a shed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GateError {
+    /// The wait budget (or the call's ceiling) expired while the caller was still
+    /// waiting. The caller should be told to retry after `retry_after` (HTTP 503 with
+    /// `Retry-After`). Counted as a shed for the call's source.
+    Busy {
+        /// A suggested back-off, never zero; see the gate's docs for how it is
+        /// derived.
+        retry_after: Duration,
+    },
+    /// The caller's own cancellation signal fired first. Not a shed: nothing should
+    /// be written back, the caller has gone.
+    Cancelled,
+    /// The request is larger than the gate's capacity and can never be served.
+    /// Returned at once, without parking; not a shed. A server configuration fault.
+    ExceedsCapacity(ExceedsCapacity),
+    /// The gate was closed (the server is shutting down). Not a shed.
+    Closed,
+}
+
+impl GateError {
+    /// Whether this outcome counts as a shed (only [`GateError::Busy`]).
+    #[must_use]
+    pub fn is_shed(&self) -> bool {
+        matches!(self, Self::Busy { .. })
+    }
+
+    /// The `Retry-After` to send, for [`GateError::Busy`] only.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Busy { retry_after } => Some(*retry_after),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for GateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Busy { retry_after } => write!(
+                f,
+                "admission gate busy: wait budget expired before units were free; retry after {}s",
+                whole_seconds_up(*retry_after)
+            ),
+            Self::Cancelled => f.write_str("admission wait cancelled by the caller"),
+            Self::ExceedsCapacity(e) => write!(f, "admission gate misconfigured: {e}"),
+            Self::Closed => f.write_str("admission gate closed: the server is shutting down"),
+        }
+    }
+}
+
+/// `d` in whole seconds, rounded up, at least 1: the value of a `Retry-After` header.
+#[must_use]
+pub fn whole_seconds_up(d: Duration) -> u64 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for GateError {}
+
+#[cfg(feature = "std")]
+impl From<GateError> for std::io::Error {
+    fn from(e: GateError) -> Self {
+        use std::io::ErrorKind;
+        let kind = match e {
+            GateError::Busy { .. } => ErrorKind::WouldBlock,
+            GateError::Cancelled => ErrorKind::Interrupted,
+            GateError::ExceedsCapacity(_) => ErrorKind::InvalidInput,
+            GateError::Closed => ErrorKind::NotConnected,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+/// A gate configuration that cannot work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// Capacity 0: nothing could ever be admitted.
+    ZeroCapacity,
+    /// Capacity above [`Semaphore::MAX_UNITS`](crate::Semaphore::MAX_UNITS).
+    CapacityTooLarge {
+        /// The capacity asked for.
+        capacity: usize,
+    },
+    /// Capacity below the largest request a call site makes: that call site could
+    /// never be served.
+    CapacityBelowMaxUnits {
+        /// The capacity asked for.
+        capacity: usize,
+        /// The largest request declared with `max_units`.
+        max_units: usize,
+    },
+    /// `max_units` of 0.
+    ZeroMaxUnits,
+    /// A zero wait budget: every caller that cannot be served at once would be shed
+    /// without waiting. Use `try_acquire` for that.
+    ZeroWaitBudget,
+    /// A wait budget longer than the gate allows (an hour): a caller parked that long
+    /// has gone.
+    WaitBudgetTooLong {
+        /// The budget asked for.
+        budget: Duration,
+    },
+    /// `Retry-After` bounds with `min` zero or `min > max`.
+    InvalidRetryAfter {
+        /// Lower bound.
+        min: Duration,
+        /// Upper bound.
+        max: Duration,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroCapacity => f.write_str("gate capacity must be at least 1 unit"),
+            Self::CapacityTooLarge { capacity } => write!(
+                f,
+                "gate capacity {capacity} exceeds the maximum of {} units",
+                crate::Semaphore::MAX_UNITS
+            ),
+            Self::CapacityBelowMaxUnits {
+                capacity,
+                max_units,
+            } => write!(
+                f,
+                "gate capacity {capacity} is below max_units {max_units}: a request of \
+                 {max_units} units could never be served"
+            ),
+            Self::ZeroMaxUnits => f.write_str("max_units must be at least 1"),
+            Self::ZeroWaitBudget => f.write_str("wait budget must be greater than zero"),
+            Self::WaitBudgetTooLong { budget } => {
+                write!(f, "wait budget {budget:?} is longer than the allowed hour")
+            }
+            Self::InvalidRetryAfter { min, max } => write!(
+                f,
+                "Retry-After bounds must satisfy 0 < min <= max (got min {min:?}, max {max:?})"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ConfigError {}
