@@ -62,9 +62,6 @@ impl fmt::Display for AcquireError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ExceedsCapacity {}
-#[cfg(feature = "std")]
-impl std::error::Error for TryAcquireError {}
-#[cfg(feature = "std")]
-impl std::error::Error for AcquireError {}
+impl core::error::Error for ExceedsCapacity {}
+impl core::error::Error for TryAcquireError {}
+impl core::error::Error for AcquireError {}

@@ -66,8 +66,7 @@ pub fn whole_seconds_up(d: Duration) -> u64 {
     secs.max(1)
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for GateError {}
+impl core::error::Error for GateError {}
 
 #[cfg(feature = "std")]
 impl From<GateError> for std::io::Error {
@@ -151,5 +150,4 @@ impl fmt::Display for ConfigError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}

@@ -23,7 +23,7 @@
 //!
 //! | Feature | Default | Explanation |
 //! |---|---|---|
-//! | `std` | yes | `std::error::Error` for the error types; implies `alloc` |
+//! | `std` | yes | `From<GateError> for std::io::Error`; implies `alloc` |
 //! | `alloc` | via `std` | [`Semaphore::acquire_owned`] / [`OwnedPermit`] on `Arc<Semaphore>` |
 //!
 //! The algorithm, its invariants and memory orderings are described at the top of
