@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The core's tests under miri (nightly): every unsafe block exercised for UB, leaks
+# and data races. Threaded tests shrink their loops under cfg(miri).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_MIRI:-$PWD/target-miri}"
+export MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}"
+set -x
+cargo +nightly miri test -p admit "$@"

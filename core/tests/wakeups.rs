@@ -1,0 +1,113 @@
+//! Property 4, no lost and no needless wake-ups: when units come back every waiter
+//! that can now be served is woken, once, and no other.
+
+mod wakers;
+
+use std::future::Future;
+use std::task::{Context, Poll};
+
+use admit::Semaphore;
+use wakers::{counting, Task};
+
+#[test]
+fn a_release_wakes_exactly_the_waiters_it_serves() {
+    let sem = Semaphore::new(3);
+    let all = sem.try_acquire(3).unwrap();
+    let mut a = Task::new(sem.acquire(1));
+    let mut b = Task::new(sem.acquire(1));
+    let mut c = Task::new(sem.acquire(2));
+    a.pending();
+    b.pending();
+    c.pending();
+    drop(all);
+    // 3 free: a (1) and b (1) are served; c (2) does not fit in the 1 left.
+    assert_eq!((a.wakes(), b.wakes(), c.wakes()), (1, 1, 0));
+    a.ready().unwrap().release();
+    assert_eq!(c.wakes(), 1, "a's release makes 2 free: c fits");
+    assert_eq!(b.wakes(), 1, "woken once per grant");
+}
+
+#[test]
+fn a_release_that_serves_nobody_wakes_nobody() {
+    let sem = Semaphore::new(2);
+    let one = sem.try_acquire(1).unwrap();
+    let other = sem.try_acquire(1).unwrap();
+    let mut w = Task::new(sem.acquire(2));
+    w.pending();
+    drop(one);
+    assert_eq!(w.wakes(), 0);
+    drop(other);
+    assert_eq!(w.wakes(), 1);
+}
+
+#[test]
+fn the_latest_waker_is_the_one_woken() {
+    let sem = Semaphore::new(1);
+    let held = sem.try_acquire(1).unwrap();
+    let mut fut = Box::pin(sem.acquire(1));
+    let (first, first_waker) = counting();
+    let (second, second_waker) = counting();
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&first_waker))
+        .is_pending());
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&second_waker))
+        .is_pending());
+    drop(held);
+    assert_eq!((first.wakes(), second.wakes()), (0, 1));
+    assert!(matches!(
+        fut.as_mut().poll(&mut Context::from_waker(&second_waker)),
+        Poll::Ready(Ok(_))
+    ));
+}
+
+#[test]
+fn repolling_a_parked_waiter_does_not_lose_its_place() {
+    let sem = Semaphore::new(1);
+    let held = sem.try_acquire(1).unwrap();
+    let mut a = Task::new(sem.acquire(1));
+    let mut b = Task::new(sem.acquire(1));
+    a.pending();
+    b.pending();
+    for _ in 0..3 {
+        b.pending();
+        a.pending();
+    }
+    drop(held);
+    assert_eq!((a.wakes(), b.wakes()), (1, 0));
+}
+
+/// More waiters than one wake batch: all are served by one release.
+#[test]
+fn a_release_serves_more_waiters_than_one_wake_batch() {
+    let n = 100;
+    let sem = Semaphore::new(n);
+    let all = sem.try_acquire(n).unwrap();
+    let mut tasks: Vec<_> = (0..n).map(|_| Task::new(sem.acquire(1))).collect();
+    for t in &mut tasks {
+        t.pending();
+    }
+    drop(all);
+    assert!(tasks.iter().all(|t| t.wakes() == 1));
+    assert_eq!((sem.available(), sem.waiters()), (0, 0));
+}
+
+/// Threads: a waiter parked on one thread is woken by a release on another.
+#[test]
+fn a_release_on_another_thread_wakes_the_parked_waiter() {
+    let rounds = if cfg!(miri) { 10 } else { 2_000 };
+    let sem = Semaphore::new(1);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..rounds {
+                    let p = futures_lite::future::block_on(sem.acquire(1)).unwrap();
+                    std::hint::black_box(&p);
+                }
+            });
+        }
+    });
+    assert_eq!((sem.available(), sem.waiters()), (1, 0));
+}
