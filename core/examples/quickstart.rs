@@ -29,16 +29,29 @@ fn main() {
     println!("a 1-unit try_acquire is refused: the parked mirror is ahead (no barging)");
 
     drop(upload);
-    let Poll::Ready(Ok(mirror)) = poll(mirror.as_mut()) else { unreachable!() };
-    println!("upload done: mirror granted {} units; {} free", mirror.units(), sessions.available());
+    let Poll::Ready(Ok(mirror)) = poll(mirror.as_mut()) else {
+        unreachable!()
+    };
+    println!(
+        "upload done: mirror granted {} units; {} free",
+        mirror.units(),
+        sessions.available()
+    );
 
     let mut cancelled = Box::pin(sessions.acquire(4));
     assert!(poll(cancelled.as_mut()).is_pending());
     drop(mirror);
     println!("a 4-unit request was granted on release; dropping it returns the units:");
     drop(cancelled);
-    println!("  {} free, {} waiting", sessions.available(), sessions.waiters());
+    println!(
+        "  {} free, {} waiting",
+        sessions.available(),
+        sessions.waiters()
+    );
 
     sessions.close();
-    println!("closed: try_acquire -> {}", sessions.try_acquire(1).unwrap_err());
+    println!(
+        "closed: try_acquire -> {}",
+        sessions.try_acquire(1).unwrap_err()
+    );
 }

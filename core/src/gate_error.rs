@@ -59,10 +59,11 @@ impl fmt::Display for GateError {
     }
 }
 
-/// `d` in whole seconds, rounded up, at least 1: the value of a `Retry-After` header.
+/// `d` in whole seconds, rounded up, at least 1 (saturating at `u64::MAX`): the value
+/// of a `Retry-After` header.
 #[must_use]
 pub fn whole_seconds_up(d: Duration) -> u64 {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
     secs.max(1)
 }
 

@@ -26,9 +26,18 @@
 //! | `std` | yes | `From<GateError> for std::io::Error`; implies `alloc` |
 //! | `alloc` | via `std` | [`Semaphore::acquire_owned`] / [`OwnedPermit`] on `Arc<Semaphore>` |
 //!
+//! On top of the semaphore, [`Gate`] (feature `alloc`) parks a caller for at most a
+//! wait budget, then sheds it with [`GateError::Busy`] and a `Retry-After`, telling
+//! an [`Observer`] what it does; [`Capacity`] sizes it from a memory budget.
+//!
 //! The algorithm, its invariants and memory orderings are described at the top of
 //! `src/semaphore.rs` and in `docs/design.md`.
 #![no_std]
+#![warn(
+    clippy::std_instead_of_core,
+    clippy::std_instead_of_alloc,
+    clippy::alloc_instead_of_core
+)]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 #[cfg(feature = "alloc")]
@@ -37,12 +46,17 @@ extern crate alloc;
 extern crate std;
 
 mod acquire;
+mod capacity;
 mod error;
+#[cfg(feature = "alloc")]
+mod gate;
 mod gate_error;
 mod loom;
 mod observer;
 mod permit;
 mod queue;
+#[cfg(feature = "alloc")]
+mod retry_after;
 mod semaphore;
 mod source;
 mod timer;
@@ -51,7 +65,12 @@ mod wake_list;
 pub use acquire::Acquire;
 #[cfg(feature = "alloc")]
 pub use acquire::AcquireOwned;
+pub use capacity::Capacity;
+#[cfg(feature = "std")]
+pub use capacity::{memory_limit_in, process_memory_limit};
 pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
+#[cfg(feature = "alloc")]
+pub use gate::{Gate, GateAcquire, GateBuilder, GatePermit, NoTimer, MAX_WAIT_BUDGET};
 pub use gate_error::{whole_seconds_up, ConfigError, GateError};
 pub use observer::Observer;
 #[cfg(feature = "alloc")]

@@ -81,8 +81,9 @@
 //!   `AcqRel`: it reads every release before it (release sequence) and the node's
 //!   `GRANTED` store, `Release`, hands that on to the waiting future.
 //! - Lock: taken with `Acquire`, dropped with an `AcqRel` swap that also reads
-//!   `PENDING`; setting `PENDING` is `AcqRel`, so the holder that sees it also sees
-//!   the release that set it.
+//!   `PENDING`; setting `PENDING` is an `AcqRel` read-modify-write even when the bit
+//!   is already set, so the holder's swap either acquires it (and with it the
+//!   releaser's `fetch_add`) or the releaser finds the lock free and serves itself.
 //! - Node phase: `Release` by the lock holder, `Acquire` by the owner (`queue.rs`).
 
 use core::fmt;
@@ -486,16 +487,17 @@ impl Semaphore {
 
     /// Takes the lock if it is free; if it is held, leaves `PENDING` for the holder
     /// to serve the queue when it unlocks. Returns whether the lock was taken.
+    ///
+    /// It always writes the lock word, even when `PENDING` is already set: a plain
+    /// load there would let the holder's unlocking `swap` and this caller's earlier
+    /// `fetch_add` on `state` miss each other (a store-buffering race, found by
+    /// loom). As a read-modify-write it is ordered against the holder's `swap`:
+    /// either it comes first, and the swap acquires it (and the `fetch_add` before
+    /// it), or it comes after and finds the lock free.
     fn lock_or_defer(&self) -> bool {
         let mut lock = self.lock.load(Ordering::Relaxed);
         loop {
-            let next = if lock == 0 {
-                LOCKED
-            } else if lock & PENDING != 0 {
-                return false;
-            } else {
-                lock | PENDING
-            };
+            let next = if lock == 0 { LOCKED } else { lock | PENDING };
             match self
                 .lock
                 .compare_exchange_weak(lock, next, Ordering::AcqRel, Ordering::Relaxed)

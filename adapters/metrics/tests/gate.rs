@@ -1,0 +1,124 @@
+//! `MetricsObserver` on a real gate (Tokio's paused clock), read back from a
+//! `DebuggingRecorder`: the values follow what the gate did.
+
+mod support;
+
+use std::time::Duration;
+
+use admit::{Gate, GateError};
+use admit_metrics::MetricsObserver;
+use admit_tokio::TokioTimer;
+use metrics_util::debugging::DebuggingRecorder;
+use support::{counter, gauge, histogram, read};
+
+admit::sources! {
+    /// Call sites of the tests.
+    enum Route {
+        Upload => "upload",
+        Mirror => "mirror",
+        Scrub => "scrub",
+    }
+}
+
+const BUDGET: Duration = Duration::from_secs(5);
+
+/// Runs `test` on a paused-clock Tokio runtime, with `recorder` current while the
+/// gate is built (the handles are resolved then). Whatever `test` returns (e.g.
+/// permits still held) lives until the caller drops it.
+fn run<T, F: std::future::Future<Output = T>>(recorder: &DebuggingRecorder, test: F) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(recorder, || rt.block_on(test))
+}
+
+fn gate(capacity: usize) -> Gate<Route, TokioTimer, MetricsObserver> {
+    admit_tokio::gate(capacity)
+        .wait_budget(BUDGET)
+        .max_units(2)
+        .observer(MetricsObserver::new("uploads"))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_new_gate_reads_capacity_and_zeros_for_every_source() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    run(&recorder, async {
+        let _gate = gate(3);
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
+    assert_eq!(gauge(&m, "uploads_units_in_use"), 0.0);
+    for source in ["upload", "mirror", "scrub"] {
+        assert_eq!(counter(&m, "uploads_shed_total", source), 0, "{source}");
+    }
+}
+
+#[test]
+fn gauge_histograms_and_shed_counter_follow_the_gate() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _b = run(&recorder, async {
+        let gate = gate(3);
+        let a = gate.acquire(2, Route::Upload).await.unwrap();
+        let b = gate.acquire(1, Route::Mirror).await.unwrap();
+
+        // Full: a budget expiry is a shed for its source...
+        let busy = gate.acquire(1, Route::Upload).await.unwrap_err();
+        assert!(busy.is_shed());
+        // ...a cancellation and an oversize request are not.
+        let cancelled = gate
+            .acquire(1, Route::Mirror)
+            .until(async {})
+            .await
+            .unwrap_err();
+        assert_eq!(cancelled, GateError::Cancelled);
+        let oversize = gate.acquire(4, Route::Scrub).await.unwrap_err();
+        assert!(matches!(oversize, GateError::ExceedsCapacity(_)));
+
+        // `a` has been held for the 5 s budget; hold it 1 s more.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        drop(a);
+        assert_eq!(gate.in_use(), 1);
+        b // still held at the snapshot
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_units_in_use"), 1.0);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
+    assert_eq!(histogram(&m, "uploads_hold_seconds"), vec![6.0]);
+    assert_eq!(histogram(&m, "uploads_wait_seconds"), vec![0.0, 0.0]);
+    assert_eq!(counter(&m, "uploads_shed_total", "upload"), 1);
+    assert_eq!(counter(&m, "uploads_shed_total", "mirror"), 0);
+    assert_eq!(counter(&m, "uploads_shed_total", "scrub"), 0);
+}
+
+#[test]
+fn wait_seconds_records_how_long_an_admitted_caller_waited() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _permit = run(&recorder, async {
+        let gate = gate(2);
+        let held = gate.acquire(2, Route::Upload).await.unwrap();
+        let waiter = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.acquire(2, Route::Mirror).await }
+        });
+        while gate.waiters() == 0 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        drop(held);
+        let permit = waiter.await.unwrap().unwrap();
+        assert_eq!(gate.in_use(), 2);
+        permit // still held at the snapshot
+    });
+    let m = read(&snapshotter);
+    assert_eq!(histogram(&m, "uploads_wait_seconds"), vec![0.0, 1.5]);
+    assert_eq!(histogram(&m, "uploads_hold_seconds"), vec![1.5]);
+    assert_eq!(gauge(&m, "uploads_units_in_use"), 2.0);
+    assert_eq!(counter(&m, "uploads_shed_total", "mirror"), 0);
+}

@@ -1,0 +1,151 @@
+//! A [`Timer`] over [`async_io::Timer`], so an [`admit`] gate's wait budget runs on
+//! smol, or on any executor, since async-io drives its own timers.
+//!
+//! ```
+//! use std::time::Duration;
+//! use admit::{GateError, Timer};
+//!
+//! admit::sources! {
+//!     /// Where an upload session is opened.
+//!     pub enum Route { NpmPublish => "npm_publish" }
+//! }
+//!
+//! smol::block_on(async {
+//!     let gate = admit_smol::gate(1)
+//!         .wait_budget(Duration::from_millis(10))
+//!         .build()?;
+//!     let permit = gate.acquire(1, Route::NpmPublish).await.unwrap();
+//!
+//!     // The gate is full: the next caller waits the budget, then is shed.
+//!     let parked_at = gate.timer().now();
+//!     let err = gate.acquire(1, Route::NpmPublish).await.unwrap_err();
+//!     assert!(matches!(err, GateError::Busy { .. }));
+//!     assert!(gate.timer().now() >= parked_at + Duration::from_millis(10));
+//!     drop(permit);
+//!     Ok::<(), admit::ConfigError>(())
+//! })?;
+//! # Ok::<(), admit::ConfigError>(())
+//! ```
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::time::Instant;
+
+use admit::{Capacity, Gate, GateBuilder, Timer};
+
+/// [`Gate::builder`] with a [`SmolTimer`] (origin: now) already set: configure the rest
+/// and [`build`](GateBuilder::build).
+///
+/// `S` is the gate's [`Source`](admit::Source) type, usually inferred from the gate's
+/// use or given as `gate::<Route>(..)`.
+pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, SmolTimer, ()> {
+    Gate::builder(capacity).timer(SmolTimer::new())
+}
+
+/// A [`Timer`] whose clock is [`std::time::Instant`] and whose sleeps are
+/// [`async_io::Timer`]s.
+///
+/// Its origin is the `Instant` at construction; [`Timer::now`] is the time elapsed
+/// since then. async-io drives its timers from its own reactor (on the thread that
+/// runs `async_io::block_on`, or else its "async-io" thread), so the sleeps work on
+/// any executor: smol's, `futures_lite::future::block_on`, or another.
+///
+/// # Examples
+///
+/// ```
+/// use admit::Timer;
+/// use admit_smol::SmolTimer;
+/// use std::time::Duration;
+///
+/// smol::block_on(async {
+///     let timer = SmolTimer::new(); // origin: now
+///     timer.sleep_until(Duration::from_millis(5)).await;
+///     assert!(timer.now() >= Duration::from_millis(5));
+/// });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SmolTimer {
+    origin: Instant,
+}
+
+impl SmolTimer {
+    /// A timer whose origin is [`Instant::now()`].
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_origin(Instant::now())
+    }
+
+    /// A timer whose origin is `origin`.
+    #[must_use]
+    pub const fn with_origin(origin: Instant) -> Self {
+        Self { origin }
+    }
+
+    /// The instant [`Timer::now`] counts from.
+    #[must_use]
+    pub const fn origin(&self) -> Instant {
+        self.origin
+    }
+}
+
+impl Default for SmolTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Timer for SmolTimer {
+    type Sleep = Sleep;
+
+    fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+
+    fn sleep_until(&self, deadline: Duration) -> Sleep {
+        let timer = match self.origin.checked_add(deadline) {
+            Some(at) => async_io::Timer::at(at),
+            // Beyond what `Instant` can represent: never fires.
+            None => async_io::Timer::never(),
+        };
+        Sleep { timer, done: false }
+    }
+}
+
+/// The future of [`SmolTimer::sleep_until`]: completes once [`Timer::now`] has
+/// reached the deadline, at once if it already had.
+///
+/// It is fused: polling it again after it completed returns `Ready` again.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    timer: async_io::Timer,
+    done: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.done {
+            return Poll::Ready(());
+        }
+        // `async_io::Timer` completes only once `Instant::now() >= origin + deadline`.
+        match Pin::new(&mut self.timer).poll(cx) {
+            Poll::Ready(_) => {
+                self.done = true;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Every public type is `Send + Sync`, checked at compile time.
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<SmolTimer>();
+    check::<Sleep>();
+}

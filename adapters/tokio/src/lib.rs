@@ -1,0 +1,125 @@
+//! A [`Timer`] over [`tokio::time`], so an [`admit`] gate's wait budget runs on
+//! Tokio's clock, including the paused clock of `#[tokio::test(start_paused = true)]`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use admit::GateError;
+//!
+//! admit::sources! {
+//!     /// Where an upload session is opened.
+//!     pub enum Route { NpmPublish => "npm_publish" }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), admit::ConfigError> {
+//! let gate = admit_tokio::gate(1).wait_budget(Duration::from_secs(5)).build()?;
+//! let permit = gate.acquire(1, Route::NpmPublish).await.unwrap();
+//!
+//! // The gate is full: the next caller waits the 5 s budget (virtual time here),
+//! // then is shed with a Retry-After.
+//! let started = tokio::time::Instant::now();
+//! let err = gate.acquire(1, Route::NpmPublish).await.unwrap_err();
+//! assert!(matches!(err, GateError::Busy { .. }));
+//! assert_eq!(started.elapsed(), Duration::from_secs(5));
+//! drop(permit);
+//! # Ok(())
+//! # }
+//! ```
+
+use core::time::Duration;
+
+use admit::{Capacity, Gate, GateBuilder, Timer};
+use tokio::time::Instant;
+
+/// [`Gate::builder`] with a [`TokioTimer`] (origin: now) already set: configure the rest
+/// and [`build`](GateBuilder::build).
+///
+/// `S` is the gate's [`Source`](admit::Source) type, usually inferred from the gate's
+/// use or given as `gate::<Route>(..)`. Call it inside the runtime whose clock the
+/// gate should follow (see [`TokioTimer`]).
+pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, TokioTimer, ()> {
+    Gate::builder(capacity).timer(TokioTimer::new())
+}
+
+/// A [`Timer`] whose clock is [`tokio::time::Instant`] and whose sleeps are
+/// [`tokio::time::Sleep`].
+///
+/// Its origin is the `tokio::time::Instant` at construction; [`Timer::now`] is the
+/// time elapsed since then. Under Tokio's `test-util` paused clock that is virtual
+/// time, so a test can advance past a wait budget without waiting for it.
+///
+/// Construct it inside the runtime whose clock it should follow: outside a runtime,
+/// `tokio::time::Instant::now()` reads the real clock.
+///
+/// # Examples
+///
+/// ```
+/// use admit::Timer;
+/// use admit_tokio::TokioTimer;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let timer = TokioTimer::new(); // origin: now
+/// timer.sleep_until(Duration::from_secs(5)).await;
+/// assert_eq!(timer.now(), Duration::from_secs(5)); // virtual time: exact
+/// # }
+/// ```
+///
+/// # Panics
+///
+/// The future returned by [`Timer::sleep_until`] panics when polled outside a Tokio
+/// runtime with the time driver enabled, like every `tokio::time` sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokioTimer {
+    origin: Instant,
+}
+
+impl TokioTimer {
+    /// A timer whose origin is [`tokio::time::Instant::now()`].
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_origin(Instant::now())
+    }
+
+    /// A timer whose origin is `origin`.
+    #[must_use]
+    pub const fn with_origin(origin: Instant) -> Self {
+        Self { origin }
+    }
+
+    /// The instant [`Timer::now`] counts from.
+    #[must_use]
+    pub const fn origin(&self) -> Instant {
+        self.origin
+    }
+}
+
+impl Default for TokioTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Timer for TokioTimer {
+    type Sleep = tokio::time::Sleep;
+
+    fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+
+    fn sleep_until(&self, deadline: Duration) -> Self::Sleep {
+        match self.origin.checked_add(deadline) {
+            Some(at) => tokio::time::sleep_until(at),
+            // Beyond what `Instant` can represent: Tokio clamps this to "far future".
+            None => tokio::time::sleep(Duration::MAX),
+        }
+    }
+}
+
+/// Every public type is `Send + Sync`, checked at compile time.
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<TokioTimer>();
+}

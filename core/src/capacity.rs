@@ -1,0 +1,179 @@
+//! A gate's capacity: a unit count given outright, or derived from a memory budget.
+//!
+//! Under feature `std`, [`process_memory_limit`] reads the process's memory limit
+//! from the cgroup filesystem, so a server can size its gate from the memory it
+//! actually has at start.
+
+use core::fmt;
+
+use crate::Semaphore;
+
+/// How many units a [`Gate`](crate::Gate) holds.
+///
+/// Either a unit count given outright (`usize` converts into it), or derived from a
+/// memory budget with [`Capacity::from_memory_budget`]. The builder validates an
+/// explicit count (it must be at least `max_units`) but *floors* a memory-derived
+/// one at `max_units`: an operation that holds two units would wait forever on a
+/// gate of one, and a small budget should still let the largest operation run.
+///
+/// # Examples
+///
+/// ```
+/// use admit::Capacity;
+///
+/// // 1 GiB for 64 MiB staging buffers: 16 units.
+/// let cap = Capacity::from_memory_budget(1 << 30, 64 << 20);
+/// assert_eq!(cap.units(), 16);
+/// assert!(cap.is_memory_derived());
+///
+/// let fixed = Capacity::from(8);
+/// assert_eq!(fixed.units(), 8);
+/// assert!(!fixed.is_memory_derived());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Capacity {
+    units: usize,
+    memory_derived: bool,
+}
+
+impl Capacity {
+    /// `units` units, exactly. The builder rejects 0, values above
+    /// [`Semaphore::MAX_UNITS`] and values below `max_units`.
+    #[must_use]
+    pub const fn units_exact(units: usize) -> Self {
+        Self {
+            units,
+            memory_derived: false,
+        }
+    }
+
+    /// As many units of `bytes_per_unit` as fit in `bytes`: `bytes / bytes_per_unit`,
+    /// rounded down, saturating at [`Semaphore::MAX_UNITS`]. The builder raises the
+    /// result to `max_units` if it is lower (including 0).
+    ///
+    /// # Panics
+    ///
+    /// If `bytes_per_unit == 0`: a unit that costs no memory cannot be budgeted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit::{Capacity, Semaphore};
+    ///
+    /// assert_eq!(Capacity::from_memory_budget(1000, 300).units(), 3); // rounded down
+    /// assert_eq!(Capacity::from_memory_budget(u64::MAX, 1).units(), Semaphore::MAX_UNITS);
+    /// ```
+    #[must_use]
+    pub const fn from_memory_budget(bytes: u64, bytes_per_unit: u64) -> Self {
+        assert!(
+            bytes_per_unit != 0,
+            "Capacity::from_memory_budget: bytes_per_unit must be greater than zero"
+        );
+        let units = bytes / bytes_per_unit;
+        let units = if units > Semaphore::MAX_UNITS as u64 {
+            Semaphore::MAX_UNITS
+        } else {
+            // Lossless: `units <= MAX_UNITS < 2^30`.
+            units as usize
+        };
+        Self {
+            units,
+            memory_derived: true,
+        }
+    }
+
+    /// The unit count: as given, or as derived from the memory budget (before the
+    /// builder's `max_units` floor).
+    #[must_use]
+    pub const fn units(self) -> usize {
+        self.units
+    }
+
+    /// Whether this capacity came from [`Capacity::from_memory_budget`], and so is
+    /// floored at `max_units` by the builder rather than rejected.
+    #[must_use]
+    pub const fn is_memory_derived(self) -> bool {
+        self.memory_derived
+    }
+
+    /// The capacity a gate with this `max_units` gets: a memory-derived count is
+    /// raised to `max_units`; an explicit one is returned as is (and validated by the
+    /// builder).
+    #[must_use]
+    pub const fn floored(self, max_units: usize) -> usize {
+        if self.memory_derived && self.units < max_units {
+            max_units
+        } else {
+            self.units
+        }
+    }
+}
+
+impl From<usize> for Capacity {
+    fn from(units: usize) -> Self {
+        Self::units_exact(units)
+    }
+}
+
+impl fmt::Display for Capacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.memory_derived {
+            write!(f, "{} units (from a memory budget)", self.units)
+        } else {
+            write!(f, "{} units", self.units)
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+pub use limit::{memory_limit_in, process_memory_limit};
+
+#[cfg(feature = "std")]
+mod limit {
+    use std::path::Path;
+
+    /// cgroup v1 reports "no limit" as a huge page-aligned number
+    /// (`0x7FFF_FFFF_FFFF_F000` on 64-bit kernels); anything at or above 2⁶⁰ bytes
+    /// (1 EiB) is read as no limit.
+    const V1_UNLIMITED_FLOOR: u64 = 1 << 60;
+
+    /// The memory limit of this process's cgroup, in bytes, or `None` when there is
+    /// none (or it cannot be read). Reads under `/sys/fs/cgroup`; see
+    /// [`memory_limit_in`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit::{process_memory_limit, Capacity};
+    ///
+    /// const SESSION_BUFFER: u64 = 8 << 20;
+    /// let budget = process_memory_limit().map_or(1 << 30, |limit| limit / 2);
+    /// let capacity = Capacity::from_memory_budget(budget, SESSION_BUFFER);
+    /// # let _ = capacity;
+    /// ```
+    #[must_use]
+    pub fn process_memory_limit() -> Option<u64> {
+        memory_limit_in(Path::new("/sys/fs/cgroup"))
+    }
+
+    /// The memory limit found under a cgroup mount point `cgroup_root`:
+    ///
+    /// 1. cgroup v2: `<root>/memory.max`. A number is the limit; `max` means no
+    ///    limit, and v1 is not consulted.
+    /// 2. Otherwise cgroup v1: `<root>/memory/memory.limit_in_bytes`. A number is the
+    ///    limit, unless it is at least 2⁶⁰ bytes: v1's "unlimited" sentinel.
+    ///
+    /// `None` when neither file exists or holds a number. Inside a container the
+    /// mount shows the container's own cgroup, which is the limit that matters.
+    #[must_use]
+    pub fn memory_limit_in(cgroup_root: &Path) -> Option<u64> {
+        if let Ok(v2) = std::fs::read_to_string(cgroup_root.join("memory.max")) {
+            let v2 = v2.trim();
+            return if v2 == "max" { None } else { v2.parse().ok() };
+        }
+        let v1 = std::fs::read_to_string(cgroup_root.join("memory").join("memory.limit_in_bytes"))
+            .ok()?;
+        let limit: u64 = v1.trim().parse().ok()?;
+        (limit < V1_UNLIMITED_FLOOR).then_some(limit)
+    }
+}

@@ -1,0 +1,506 @@
+//! The admission gate: a [`Semaphore`] with a wait budget, an [`Observer`] and a
+//! closed set of call-site labels ([`Source`]).
+
+mod acquire;
+mod permit;
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+use core::marker::PhantomData;
+use core::time::Duration;
+
+use crate::retry_after::RetryAfter;
+use crate::{
+    Capacity, ConfigError, GateError, Observer, Semaphore, Source, Timer, TryAcquireError,
+};
+
+pub use acquire::GateAcquire;
+pub use permit::GatePermit;
+
+/// The longest wait budget [`GateBuilder::build`] accepts: one hour.
+pub const MAX_WAIT_BUDGET: Duration = Duration::from_secs(3600);
+
+/// An admission gate: at most `capacity` units in use, callers beyond that parked
+/// for at most a wait budget and then shed with a distinguishable error.
+///
+/// Built with [`Gate::builder`]; cloning is cheap (an `Arc`), and every clone is the
+/// same gate. Generic over the call-site label type `S`, the [`Timer`] a runtime
+/// adapter supplies, and an [`Observer`] (`()` observes nothing).
+///
+/// | an acquire that… | returns | observer |
+/// |---|---|---|
+/// | is granted | a [`GatePermit`] | `on_admit` after the grant |
+/// | outlives the wait budget (or its [`ceiling`](GateAcquire::ceiling)) | [`GateError::Busy`] | `on_shed` once: a shed |
+/// | sees its [`until`](GateAcquire::until) signal fire first | [`GateError::Cancelled`] | nothing |
+/// | is dropped | — | nothing |
+/// | asks for more than `capacity` | [`GateError::ExceedsCapacity`] at once | nothing |
+/// | runs after [`close`](Gate::close) | [`GateError::Closed`] | nothing |
+///
+/// # Retry-After
+///
+/// The `retry_after` of a [`GateError::Busy`] is derived from what the gate has
+/// seen, without a lock:
+///
+/// - Each release folds the permit's hold time (the [`Timer`]'s `now()` at release
+///   minus at admission, in whole milliseconds) into an exponentially weighted
+///   moving average, `avg += (sample − avg) / 8`; the first release sets `avg`.
+/// - At a shed, with `waiters` the requests still parked (after the shed caller
+///   left the queue) and `capacity` the gate's capacity:
+///
+///   `retry_after = clamp(avg × (capacity + waiters) / capacity, min, max)`
+///
+///   that is, one typical hold for the current holders to turn over, plus one more
+///   for every full gate's worth of callers still queued ahead of a newcomer.
+/// - Before the first release there is no average, and `retry_after = min`.
+/// - `min` and `max` are [`GateBuilder::retry_after_bounds`] (default 1 s and
+///   60 s); `min > 0` is enforced, so `retry_after` is never zero.
+///
+/// [`Gate::retry_after`] returns the value a shed would carry now.
+///
+/// # Examples
+///
+/// ```
+/// use core::time::Duration;
+/// use admit::{Gate, GateError};
+/// # struct MyTimer;
+/// # impl admit::Timer for MyTimer {
+/// #     type Sleep = core::future::Pending<()>;
+/// #     fn now(&self) -> Duration { Duration::ZERO }
+/// #     fn sleep_until(&self, _: Duration) -> Self::Sleep { core::future::pending() }
+/// # }
+///
+/// admit::sources! {
+///     /// Where an upload session is opened.
+///     pub enum Route { NpmPublish => "npm_publish", Mirror => "mirror" }
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// let gate = Gate::builder(4)
+///     .wait_budget(Duration::from_secs(5))
+///     .max_units(2)
+///     .timer(MyTimer) // an adapter's timer, e.g. Tokio's
+///     .build()?;
+///
+/// let permit = gate.acquire(2, Route::NpmPublish).await.unwrap();
+/// assert_eq!(gate.in_use(), 2);
+/// drop(permit);
+///
+/// match gate.acquire(5, Route::Mirror).await {
+///     Err(GateError::ExceedsCapacity(_)) => {} // a configuration fault, not a shed
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), admit::ConfigError>(())
+/// # }).unwrap();
+/// ```
+pub struct Gate<S, T, O = ()> {
+    inner: Arc<Inner<T, O>>,
+    _source: PhantomData<fn(S) -> S>,
+}
+
+/// What every clone of a gate and every permit share.
+pub(crate) struct Inner<T, O> {
+    pub(crate) semaphore: Arc<Semaphore>,
+    pub(crate) timer: T,
+    pub(crate) observer: O,
+    pub(crate) wait_budget: Duration,
+    pub(crate) max_units: usize,
+    pub(crate) retry_after: RetryAfter,
+}
+
+impl<T: Timer, O: Observer> Inner<T, O> {
+    /// The `Retry-After` a shed would carry now.
+    pub(crate) fn retry_after(&self) -> Duration {
+        self.retry_after
+            .suggest(self.semaphore.waiters(), self.semaphore.capacity())
+    }
+}
+
+/// The release side of a gate, with the timer and observer types erased, so a
+/// [`GatePermit`] names only its source type.
+pub(crate) trait Shared: Send + Sync + 'static {
+    /// The timer's `now()`.
+    fn now(&self) -> Duration;
+
+    /// Called by a permit's drop, *before* its units return to the semaphore:
+    /// records the hold time and tells the observer.
+    fn on_release(&self, source: &'static str, units: usize, admitted_at: Duration);
+}
+
+impl<T: Timer, O: Observer> Shared for Inner<T, O> {
+    fn now(&self) -> Duration {
+        self.timer.now()
+    }
+
+    fn on_release(&self, source: &'static str, units: usize, admitted_at: Duration) {
+        let held = self.timer.now().saturating_sub(admitted_at);
+        self.retry_after.record_hold(held);
+        self.observer.on_release(source, units, held);
+    }
+}
+
+impl<S> Gate<S, NoTimer, ()> {
+    /// Starts building a gate of `capacity` units: a `usize`, or a
+    /// [`Capacity::from_memory_budget`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit::{Capacity, Gate};
+    /// # struct MyTimer;
+    /// # impl admit::Timer for MyTimer {
+    /// #     type Sleep = core::future::Pending<()>;
+    /// #     fn now(&self) -> core::time::Duration { core::time::Duration::ZERO }
+    /// #     fn sleep_until(&self, _: core::time::Duration) -> Self::Sleep { core::future::pending() }
+    /// # }
+    /// admit::sources! { enum Route { Upload => "upload" } }
+    ///
+    /// // 256 MiB for 64 MiB buffers: 4 units.
+    /// let gate = Gate::builder(Capacity::from_memory_budget(256 << 20, 64 << 20))
+    ///     .timer(MyTimer)
+    ///     .build()?;
+    /// # let _ = gate.acquire(1, Route::Upload);
+    /// assert_eq!(gate.capacity(), 4);
+    /// # Ok::<(), admit::ConfigError>(())
+    /// ```
+    ///
+    /// A timer is required: without one, `build` does not exist.
+    ///
+    /// ```compile_fail
+    /// admit::sources! { enum Route { Upload => "upload" } }
+    /// let gate = admit::Gate::<Route, _, _>::builder(4).build();
+    /// ```
+    pub fn builder(capacity: impl Into<Capacity>) -> GateBuilder<S, NoTimer, ()> {
+        GateBuilder {
+            capacity: capacity.into(),
+            wait_budget: GateBuilder::<S, NoTimer, ()>::DEFAULT_WAIT_BUDGET,
+            max_units: 1,
+            retry_after: (
+                GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MIN,
+                GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MAX,
+            ),
+            timer: NoTimer(()),
+            observer: (),
+            _source: PhantomData,
+        }
+    }
+}
+
+impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
+    /// Waits up to the wait budget for `units` units, on behalf of `source`.
+    ///
+    /// The returned future can be narrowed before it is first awaited:
+    /// [`ceiling`](GateAcquire::ceiling) caps the wait below the budget, and
+    /// [`until`](GateAcquire::until) adds the caller's own cancellation signal.
+    ///
+    /// # Errors
+    ///
+    /// As the table in the [`Gate`] docs: [`GateError::Busy`] when the wait budget
+    /// (or ceiling) expires, [`GateError::Cancelled`] when the `until` signal fires
+    /// first, [`GateError::ExceedsCapacity`] at once when `units > capacity`,
+    /// [`GateError::Closed`] after [`close`](Self::close).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point loses no unit, leaves the wait queue whole
+    /// and counts nothing.
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`.
+    pub fn acquire(&self, units: usize, source: S) -> GateAcquire<'_, S, T, O> {
+        crate::semaphore::assert_nonzero(units);
+        GateAcquire::new(self, units, source)
+    }
+
+    /// Takes `units` units now if they are free and nobody is parked ahead; never
+    /// waits.
+    ///
+    /// A caller turned away for lack of units is a shed like a budget expiry
+    /// (`on_shed` with a zero wait) and gets a [`GateError::Busy`]; a grant calls
+    /// `on_admit` with a zero wait.
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::Busy`] when the units are not free now (counted as a shed),
+    /// [`GateError::ExceedsCapacity`] when `units > capacity`,
+    /// [`GateError::Closed`] after [`close`](Self::close).
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`.
+    pub fn try_acquire(&self, units: usize, source: S) -> Result<GatePermit<S>, GateError> {
+        match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
+            Ok(permit) => Ok(self.admit(permit, source, Duration::ZERO)),
+            Err(TryAcquireError::NoUnits) => {
+                let retry_after = self.inner.retry_after();
+                self.inner
+                    .observer
+                    .on_shed(source.label(), units, Duration::ZERO);
+                Err(GateError::Busy { retry_after })
+            }
+            Err(TryAcquireError::ExceedsCapacity(e)) => Err(GateError::ExceedsCapacity(e)),
+            Err(TryAcquireError::Closed) => Err(GateError::Closed),
+        }
+    }
+
+    /// Wraps granted units in a gate permit, then tells the observer (after the
+    /// grant, so a gauge kept by the observer never reads above capacity).
+    fn admit(&self, permit: crate::OwnedPermit, source: S, waited: Duration) -> GatePermit<S> {
+        let admitted_at = self.inner.timer.now();
+        let units = permit.units();
+        let shared: Arc<dyn Shared> = self.inner.clone();
+        let permit = GatePermit::new(shared, permit, source, admitted_at);
+        self.inner.observer.on_admit(source.label(), units, waited);
+        permit
+    }
+}
+
+impl<S, T: Timer, O: Observer> Gate<S, T, O> {
+    /// The gate's capacity in units.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.inner.semaphore.capacity()
+    }
+
+    /// Units held right now (by permits, or granted to a waiter about to wake). A
+    /// snapshot for diagnostics.
+    #[must_use]
+    pub fn in_use(&self) -> usize {
+        self.capacity() - self.inner.semaphore.available()
+    }
+
+    /// Requests parked right now. A snapshot for diagnostics.
+    #[must_use]
+    pub fn waiters(&self) -> usize {
+        self.inner.semaphore.waiters()
+    }
+
+    /// The wait budget: the longest an acquire parks.
+    #[must_use]
+    pub fn wait_budget(&self) -> Duration {
+        self.inner.wait_budget
+    }
+
+    /// The largest request a call site makes, as declared to the builder.
+    #[must_use]
+    pub fn max_units(&self) -> usize {
+        self.inner.max_units
+    }
+
+    /// The `retry_after` a [`GateError::Busy`] would carry now; see
+    /// [Retry-After](Gate#retry-after).
+    #[must_use]
+    pub fn retry_after(&self) -> Duration {
+        self.inner.retry_after()
+    }
+
+    /// The configured `Retry-After` bounds, `(min, max)`.
+    #[must_use]
+    pub fn retry_after_bounds(&self) -> (Duration, Duration) {
+        self.inner.retry_after.bounds()
+    }
+
+    /// Closes the gate (e.g. at shutdown): parked acquires end with
+    /// [`GateError::Closed`], later ones fail at once. Permits already held stay
+    /// valid and release as usual. Never blocks.
+    pub fn close(&self) {
+        self.inner.semaphore.close();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.inner.semaphore.is_closed()
+    }
+
+    /// The timer the gate waits on.
+    #[must_use]
+    pub fn timer(&self) -> &T {
+        &self.inner.timer
+    }
+
+    /// The observer the gate reports to.
+    #[must_use]
+    pub fn observer(&self) -> &O {
+        &self.inner.observer
+    }
+}
+
+impl<S, T, O> Clone for Gate<S, T, O> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            _source: PhantomData,
+        }
+    }
+}
+
+impl<S, T: Timer, O: Observer> fmt::Debug for Gate<S, T, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("capacity", &self.capacity())
+            .field("in_use", &self.in_use())
+            .field("waiters", &self.waiters())
+            .field("wait_budget", &self.inner.wait_budget)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder state: no [`Timer`] chosen yet. [`GateBuilder::build`] exists only once
+/// [`GateBuilder::timer`] has replaced it.
+#[derive(Debug)]
+pub struct NoTimer(());
+
+/// Configures a [`Gate`]; from [`Gate::builder`].
+///
+/// [`timer`](Self::timer) is required; everything else has a default.
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct GateBuilder<S, T, O> {
+    capacity: Capacity,
+    wait_budget: Duration,
+    max_units: usize,
+    retry_after: (Duration, Duration),
+    timer: T,
+    observer: O,
+    _source: PhantomData<fn(S) -> S>,
+}
+
+impl<S, T, O> GateBuilder<S, T, O> {
+    /// The default wait budget: 5 s.
+    pub const DEFAULT_WAIT_BUDGET: Duration = Duration::from_secs(5);
+    /// The default lower `Retry-After` bound: 1 s.
+    pub const DEFAULT_RETRY_AFTER_MIN: Duration = Duration::from_secs(1);
+    /// The default upper `Retry-After` bound: 60 s.
+    pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+
+    /// The longest an acquire parks before it is shed (default 5 s). Must be more
+    /// than zero and at most [`MAX_WAIT_BUDGET`] (an hour).
+    pub fn wait_budget(mut self, budget: Duration) -> Self {
+        self.wait_budget = budget;
+        self
+    }
+
+    /// The largest request any call site makes (default 1). An explicit capacity
+    /// below it is rejected; a memory-derived one is raised to it.
+    pub fn max_units(mut self, max_units: usize) -> Self {
+        self.max_units = max_units;
+        self
+    }
+
+    /// The bounds of the `Retry-After` a shed carries (default 1 s to 60 s); `min`
+    /// must be more than zero and at most `max`. See
+    /// [Retry-After](Gate#retry-after).
+    pub fn retry_after_bounds(mut self, min: Duration, max: Duration) -> Self {
+        self.retry_after = (min, max);
+        self
+    }
+
+    /// The clock the gate waits on, from a runtime adapter. Required.
+    pub fn timer<T2: Timer>(self, timer: T2) -> GateBuilder<S, T2, O> {
+        GateBuilder {
+            capacity: self.capacity,
+            wait_budget: self.wait_budget,
+            max_units: self.max_units,
+            retry_after: self.retry_after,
+            timer,
+            observer: self.observer,
+            _source: PhantomData,
+        }
+    }
+
+    /// The hooks the gate reports to (default `()`: none).
+    pub fn observer<O2: Observer>(self, observer: O2) -> GateBuilder<S, T, O2> {
+        GateBuilder {
+            capacity: self.capacity,
+            wait_budget: self.wait_budget,
+            max_units: self.max_units,
+            retry_after: self.retry_after,
+            timer: self.timer,
+            observer,
+            _source: PhantomData,
+        }
+    }
+
+    /// The capacity the gate would get, after the `max_units` floor for a
+    /// memory-derived one (before validation).
+    #[must_use]
+    pub fn resolved_capacity(&self) -> usize {
+        self.capacity.floored(self.max_units)
+    }
+
+    fn validate(&self) -> Result<usize, ConfigError> {
+        let max_units = self.max_units;
+        if max_units == 0 {
+            return Err(ConfigError::ZeroMaxUnits);
+        }
+        let capacity = self.resolved_capacity();
+        if capacity == 0 {
+            return Err(ConfigError::ZeroCapacity);
+        }
+        if capacity > Semaphore::MAX_UNITS {
+            return Err(ConfigError::CapacityTooLarge { capacity });
+        }
+        if capacity < max_units {
+            return Err(ConfigError::CapacityBelowMaxUnits {
+                capacity,
+                max_units,
+            });
+        }
+        if self.wait_budget.is_zero() {
+            return Err(ConfigError::ZeroWaitBudget);
+        }
+        if self.wait_budget > MAX_WAIT_BUDGET {
+            return Err(ConfigError::WaitBudgetTooLong {
+                budget: self.wait_budget,
+            });
+        }
+        let (min, max) = self.retry_after;
+        if min.is_zero() || min > max {
+            return Err(ConfigError::InvalidRetryAfter { min, max });
+        }
+        Ok(capacity)
+    }
+}
+
+impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
+    /// Validates the configuration and builds the gate, then calls
+    /// [`Observer::on_start`] with the capacity and every label of `S`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`], checked in this order: `max_units` 0
+    /// ([`ZeroMaxUnits`](ConfigError::ZeroMaxUnits)); capacity 0, above
+    /// [`Semaphore::MAX_UNITS`] or (explicit) below `max_units`; a zero wait budget
+    /// or one over an hour; `Retry-After` bounds with `min` zero or above `max`.
+    pub fn build(self) -> Result<Gate<S, T, O>, ConfigError> {
+        let capacity = self.validate()?;
+        let (min, max) = self.retry_after;
+        let inner = Arc::new(Inner {
+            semaphore: Arc::new(Semaphore::new(capacity)),
+            timer: self.timer,
+            observer: self.observer,
+            wait_budget: self.wait_budget,
+            max_units: self.max_units,
+            retry_after: RetryAfter::new(min, max),
+        });
+        let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
+        inner.observer.on_start(capacity, &labels);
+        Ok(Gate {
+            inner,
+            _source: PhantomData,
+        })
+    }
+}
+
+impl<S, T, O> fmt::Debug for GateBuilder<S, T, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateBuilder")
+            .field("capacity", &self.capacity)
+            .field("wait_budget", &self.wait_budget)
+            .field("max_units", &self.max_units)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,241 @@
+//! The future of [`Gate::acquire`].
+
+use alloc::sync::Arc;
+use core::fmt;
+use core::future::{Future, Pending};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use crate::{AcquireError, AcquireOwned, Gate, GateError, GatePermit, Observer, Source, Timer};
+
+/// The future of [`Gate::acquire`]: a [`GatePermit`], or why not.
+///
+/// `F` is the caller's cancellation signal set with [`until`](Self::until) (none by
+/// default).
+///
+/// Each poll looks, in this order, at: the `until` signal (fired: `Cancelled`); the
+/// semaphore (granted: the permit; closed: `Closed`); the deadline (passed:
+/// `Busy`). The deadline is checked before the semaphore within a poll, so when the
+/// grant and the deadline are both ready the grant wins.
+///
+/// # Cancel safety
+///
+/// Dropping it at any point loses no unit, leaves the wait queue whole (the waiters
+/// behind it are re-examined) and counts nothing.
+#[must_use = "futures do nothing unless polled"]
+pub struct GateAcquire<'a, S, T: Timer, O, F = Pending<()>> {
+    gate: &'a Gate<S, T, O>,
+    units: usize,
+    source: S,
+    ceiling: Option<Duration>,
+    state: State,
+    /// Pinned (structurally): the semaphore's acquire, once polled.
+    acquire: Option<AcquireOwned>,
+    /// Pinned (structurally): the deadline, once parked.
+    sleep: Option<T::Sleep>,
+    /// Pinned (structurally): the caller's cancellation signal.
+    signal: F,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not polled yet.
+    Idle,
+    /// Parked since `start` (timer time).
+    Parked { start: Duration },
+    /// Returned its output.
+    Done,
+}
+
+impl<'a, S: Source, T: Timer, O: Observer> GateAcquire<'a, S, T, O> {
+    pub(crate) fn new(gate: &'a Gate<S, T, O>, units: usize, source: S) -> Self {
+        Self {
+            gate,
+            units,
+            source,
+            ceiling: None,
+            state: State::Idle,
+            acquire: None,
+            sleep: None,
+            signal: core::future::pending(),
+        }
+    }
+}
+
+impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F> {
+    /// Caps this call's wait at `ceiling` when that is shorter than the wait budget,
+    /// e.g. at the time left before a response can no longer be written. When the
+    /// ceiling is what ends the wait, the result is still [`GateError::Busy`] and
+    /// counted as a shed: the caller is there and must be told.
+    pub fn ceiling(mut self, ceiling: Duration) -> Self {
+        self.ceiling = Some(self.ceiling.map_or(ceiling, |c| c.min(ceiling)));
+        self
+    }
+
+    /// Ends the wait with [`GateError::Cancelled`] when `signal` completes first
+    /// (e.g. the client disconnected). Not a shed: nothing is counted. The signal's
+    /// output is ignored; a signal already complete at the first poll wins over a
+    /// free unit.
+    pub fn until<G: Future>(self, signal: G) -> GateAcquire<'a, S, T, O, G> {
+        GateAcquire {
+            gate: self.gate,
+            units: self.units,
+            source: self.source,
+            ceiling: self.ceiling,
+            state: self.state,
+            acquire: self.acquire,
+            sleep: self.sleep,
+            signal,
+        }
+    }
+
+    /// The units asked for.
+    #[must_use]
+    pub fn units(&self) -> usize {
+        self.units
+    }
+
+    /// The call site.
+    #[must_use]
+    pub fn source(&self) -> S {
+        self.source
+    }
+
+    /// How long this call may wait: the wait budget, or the ceiling if shorter.
+    #[must_use]
+    pub fn max_wait(&self) -> Duration {
+        let budget = self.gate.inner.wait_budget;
+        self.ceiling.map_or(budget, |c| c.min(budget))
+    }
+}
+
+impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, T, O, F> {
+    type Output = Result<GatePermit<S>, GateError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of `acquire`, `sleep` and `signal`: they are
+        // only ever reached through the `Pin::new_unchecked` projections below and
+        // are never moved out while pinned; replacing `acquire`/`sleep` with `None`
+        // drops the old value in place. `GateAcquire` has no `Drop` impl, is not
+        // `repr(packed)`, and is `Unpin` only if all three fields are (auto trait).
+        // `until`, which moves them, takes `self` by value, so it is only callable
+        // before the future is pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        let inner = &this.gate.inner;
+        let start = match this.state {
+            State::Done => panic!("`GateAcquire` polled after completion"),
+            State::Idle => {
+                if let Err(e) = inner.semaphore.check_fits(this.units) {
+                    this.state = State::Done;
+                    return Poll::Ready(Err(GateError::ExceedsCapacity(e)));
+                }
+                None
+            }
+            State::Parked { start } => Some(start),
+        };
+
+        // 1. The caller's own signal: gone callers are not counted.
+        // SAFETY: structural pinning, see above.
+        let signal = unsafe { Pin::new_unchecked(&mut this.signal) };
+        if signal.poll(cx).is_ready() {
+            this.acquire = None; // returns any units granted meanwhile
+            this.sleep = None;
+            this.state = State::Done;
+            return Poll::Ready(Err(GateError::Cancelled));
+        }
+
+        // 2. The deadline, looked at before the grant so that a grant wins a tie.
+        let expired = match start {
+            None => false,
+            Some(start) => {
+                let sleep = this
+                    .sleep
+                    .as_mut()
+                    .expect("a parked `GateAcquire` has a deadline");
+                // SAFETY: structural pinning, see above.
+                unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready()
+                    || inner.timer.now()
+                        >= start.saturating_add(this.max_wait_from(inner.wait_budget))
+            }
+        };
+
+        // 3. The semaphore.
+        let acquire = this
+            .acquire
+            .get_or_insert_with(|| Arc::clone(&inner.semaphore).acquire_owned(this.units));
+        // SAFETY: structural pinning, see above.
+        let polled = unsafe { Pin::new_unchecked(acquire) }.poll(cx);
+        match polled {
+            Poll::Ready(Ok(permit)) => {
+                this.acquire = None;
+                this.sleep = None;
+                this.state = State::Done;
+                let waited = start.map_or(Duration::ZERO, |s| inner.timer.now().saturating_sub(s));
+                Poll::Ready(Ok(this.gate.admit(permit, this.source, waited)))
+            }
+            Poll::Ready(Err(AcquireError::Closed)) => {
+                this.acquire = None;
+                this.sleep = None;
+                this.state = State::Done;
+                Poll::Ready(Err(GateError::Closed))
+            }
+            Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
+                // Checked above; kept for completeness.
+                this.acquire = None;
+                this.state = State::Done;
+                Poll::Ready(Err(GateError::ExceedsCapacity(e)))
+            }
+            Poll::Pending => match start {
+                None => {
+                    // Parked: start the clock and arm the deadline.
+                    let now = inner.timer.now();
+                    let deadline = now.saturating_add(this.max_wait_from(inner.wait_budget));
+                    this.state = State::Parked { start: now };
+                    let sleep = this.sleep.insert(inner.timer.sleep_until(deadline));
+                    // SAFETY: structural pinning, see above.
+                    if unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready() {
+                        // A zero ceiling (or a clock already past it): shed now.
+                        Poll::Ready(Err(this.shed(now)))
+                    } else {
+                        Poll::Pending
+                    }
+                }
+                Some(start) if expired => Poll::Ready(Err(this.shed(start))),
+                Some(_) => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
+    fn max_wait_from(&self, budget: Duration) -> Duration {
+        self.ceiling.map_or(budget, |c| c.min(budget))
+    }
+
+    /// The wait expired with the caller still here: leave the queue, then count one
+    /// shed and say when to retry.
+    fn shed(&mut self, start: Duration) -> GateError {
+        self.acquire = None; // out of the queue first, so `waiters` excludes us
+        self.sleep = None;
+        self.state = State::Done;
+        let inner = &self.gate.inner;
+        let waited = inner.timer.now().saturating_sub(start);
+        let retry_after = inner.retry_after();
+        inner
+            .observer
+            .on_shed(self.source.label(), self.units, waited);
+        GateError::Busy { retry_after }
+    }
+}
+
+impl<S: Source, T: Timer, O, F> fmt::Debug for GateAcquire<'_, S, T, O, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateAcquire")
+            .field("units", &self.units)
+            .field("source", &self.source.label())
+            .field("ceiling", &self.ceiling)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}

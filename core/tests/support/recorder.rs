@@ -1,0 +1,119 @@
+//! An observer that records every event, for assertions.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One observer call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `on_start(capacity, sources)`.
+    Start(usize, Vec<&'static str>),
+    /// `on_admit(source, units, waited)`.
+    Admit(&'static str, usize, Duration),
+    /// `on_release(source, units, held)`, with what the probe read at that moment.
+    Release {
+        source: &'static str,
+        units: usize,
+        held: Duration,
+        probed: Option<usize>,
+    },
+    /// `on_shed(source, units, waited)`.
+    Shed(&'static str, usize, Duration),
+}
+
+type Probe = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// Records events in order; optionally runs a probe inside `on_release` (e.g. the
+/// gate's `in_use()`), to see the state the observer sees.
+#[derive(Default)]
+pub struct Recorder {
+    events: Mutex<Vec<Event>>,
+    probe: Mutex<Option<Probe>>,
+    admit_probes: Mutex<Vec<usize>>,
+}
+
+impl Recorder {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Sheds counted for `source`.
+    pub fn sheds(&self, source: &str) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| matches!(e, Event::Shed(s, ..) if *s == source))
+            .count()
+    }
+
+    /// Sheds counted for any source.
+    pub fn total_sheds(&self) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| matches!(e, Event::Shed(..)))
+            .count()
+    }
+
+    pub fn admits(&self) -> Vec<(&'static str, usize, Duration)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Admit(s, u, w) => Some((s, u, w)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn releases(&self) -> Vec<Event> {
+        self.events()
+            .into_iter()
+            .filter(|e| matches!(e, Event::Release { .. }))
+            .collect()
+    }
+
+    /// Sets the probe run inside `on_release`. Clear it with `clear_probe` to break
+    /// a gate → observer → probe → gate cycle.
+    pub fn set_probe(&self, probe: impl Fn() -> usize + Send + Sync + 'static) {
+        *self.probe.lock().unwrap() = Some(Box::new(probe));
+    }
+
+    /// What the probe read inside each `on_admit`, in order.
+    pub fn admit_probes(&self) -> Vec<usize> {
+        self.admit_probes.lock().unwrap().clone()
+    }
+
+    pub fn clear_probe(&self) {
+        self.probe.lock().unwrap().take();
+    }
+
+    fn push(&self, e: Event) {
+        self.events.lock().unwrap().push(e);
+    }
+}
+
+impl admit::Observer for Recorder {
+    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
+        self.push(Event::Start(capacity, sources.to_vec()));
+    }
+    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
+        if let Some(p) = self.probe.lock().unwrap().as_ref() {
+            self.admit_probes.lock().unwrap().push(p());
+        }
+        self.push(Event::Admit(source, units, waited));
+    }
+    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
+        let probed = self.probe.lock().unwrap().as_ref().map(|p| p());
+        self.push(Event::Release {
+            source,
+            units,
+            held,
+            probed,
+        });
+    }
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
+        self.push(Event::Shed(source, units, waited));
+    }
+}
