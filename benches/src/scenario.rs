@@ -1,0 +1,462 @@
+//! Scenarios S1–S8 of issue 5, each written once, generic over [`Peer`].
+//!
+//! Every function returns one sample: the time of a fixed amount of work divided by
+//! the number of operations, or, for S8, a size. The harness repeats them,
+//! interleaved across peers.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::marker::PhantomData;
+use std::mem::size_of_val;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::peer::Peer;
+
+/// How much work one sample does. [`Config::full`] is the recorded run,
+/// [`Config::smoke`] a seconds-long check that every scenario runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Repetitions of S4–S6 for every peer (after one discarded warm-up).
+    pub reps: usize,
+    /// Repetitions of the single-thread scenarios (S1–S3, S7, the gate), whose
+    /// samples are kept short (~1–5 ms) so that on a loaded machine most of them
+    /// run without being preempted and the median is one of those.
+    pub micro_reps: usize,
+    /// try_acquire + release pairs per sample (S1, S3).
+    pub try_iters: u32,
+    /// acquire().await on a ready semaphore + release per sample (S2).
+    pub acquire_iters: u32,
+    /// Loop iterations per task in S4/S5 (64 tasks).
+    pub loop_iters: u32,
+    /// Iterations of the ~100 ns `black_box` spin that stands for the work done
+    /// while holding a permit (S4–S6).
+    pub spin_iters: u32,
+    /// The 4-unit waiter of S6 counts as starved past this wait.
+    pub starve_cap: Duration,
+    /// Batches of [`PARK_BATCH`] park + cancel per sample (S7).
+    pub park_batches: u32,
+}
+
+impl Config {
+    /// The recorded run.
+    #[must_use]
+    pub fn full() -> Self {
+        Self {
+            reps: 21,
+            micro_reps: 61,
+            try_iters: 200_000,
+            acquire_iters: 100_000,
+            loop_iters: 1_500,
+            spin_iters: 330,
+            starve_cap: Duration::from_millis(20),
+            park_batches: 2_000,
+        }
+    }
+
+    /// A seconds-long pass over every scenario: what `cargo test --benches` runs.
+    #[must_use]
+    pub fn smoke() -> Self {
+        Self {
+            reps: 1,
+            micro_reps: 1,
+            try_iters: 1_000,
+            acquire_iters: 1_000,
+            loop_iters: 5,
+            spin_iters: 330,
+            starve_cap: Duration::from_millis(5),
+            park_batches: 5,
+        }
+    }
+}
+
+/// What one sample of one metric came out as.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cell {
+    /// A time in nanoseconds or a size in bytes.
+    Value(f64),
+    /// S6: the waiter was still waiting at the cap.
+    Starved,
+    /// The peer lacks what the scenario needs.
+    NotApplicable,
+}
+
+/// The scenarios, in the order of issue 5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Uncontended `try_acquire(1)` + release.
+    S1,
+    /// Uncontended `acquire(1)`, polled once on a ready semaphore, + release.
+    S2,
+    /// Uncontended `try_acquire(2)` + release.
+    S3,
+    /// 64 tasks on 2 workers, capacity 4, each acquire(1) / work / yield / release.
+    S4,
+    /// S4 with weights 1, 2, 4.
+    S5,
+    /// A 4-unit waiter amid 16 one-unit churners, capacity 4: its wait.
+    S6,
+    /// Park, then cancel: ns each, the semaphore checked whole afterwards.
+    S7,
+    /// Sizes of the acquire future, the permit and the semaphore.
+    S8,
+}
+
+impl Scenario {
+    /// All of them.
+    pub const ALL: [Scenario; 8] = [
+        Self::S1,
+        Self::S2,
+        Self::S3,
+        Self::S4,
+        Self::S5,
+        Self::S6,
+        Self::S7,
+        Self::S8,
+    ];
+
+    /// `"S1"` etc.
+    #[must_use]
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::S1 => "S1",
+            Self::S2 => "S2",
+            Self::S3 => "S3",
+            Self::S4 => "S4",
+            Self::S5 => "S5",
+            Self::S6 => "S6",
+            Self::S7 => "S7",
+            Self::S8 => "S8",
+        }
+    }
+
+    /// One row label per metric the scenario yields, with its unit.
+    #[must_use]
+    pub fn metrics(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Self::S1 => &[("S1 try_acquire(1)+release", "ns/op")],
+            Self::S2 => &[("S2 acquire(1).await+release, ready", "ns/op")],
+            Self::S3 => &[("S3 try_acquire(2)+release", "ns/op")],
+            Self::S4 => &[("S4 contended, 64 tasks/2 workers, cap 4", "ns/op")],
+            Self::S5 => &[("S5 as S4, weights 1/2/4", "ns/op")],
+            Self::S6 => &[("S6 4-unit waiter amid 16 churners: wait", "µs")],
+            Self::S7 => &[
+                ("S7 park (first poll, queued)", "ns"),
+                ("S7 cancel (drop parked)", "ns"),
+            ],
+            Self::S8 => &[
+                ("S8 size_of acquire future", "B"),
+                ("S8 size_of permit", "B"),
+                ("S8 size_of semaphore", "B"),
+            ],
+        }
+    }
+
+    /// Whether it measures time (S8 measures sizes, once).
+    #[must_use]
+    pub fn is_time(self) -> bool {
+        self != Self::S8
+    }
+
+    /// Repetitions under `config`: one for sizes, `micro_reps` for the
+    /// single-thread timings, `reps` for the runtime scenarios.
+    #[must_use]
+    pub fn reps(self, config: &Config) -> usize {
+        match self {
+            Self::S8 => 1,
+            Self::S1 | Self::S2 | Self::S3 | Self::S7 => config.micro_reps,
+            Self::S4 | Self::S5 | Self::S6 => config.reps,
+        }
+    }
+}
+
+/// What the scenarios share: the configuration and the 2-worker Tokio runtime.
+#[derive(Debug)]
+pub struct Env {
+    /// How much work a sample does.
+    pub config: Config,
+    /// A multi-thread runtime with 2 workers and timers, for S4–S6.
+    pub runtime: tokio::runtime::Runtime,
+}
+
+impl Env {
+    /// Builds the runtime.
+    ///
+    /// # Panics
+    ///
+    /// If the runtime cannot be built.
+    #[must_use]
+    pub fn new(config: Config) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .expect("tokio runtime");
+        Self { config, runtime }
+    }
+}
+
+/// A column of the table: a [`Peer`] behind a trait object, so the harness can
+/// hold every peer in one list.
+pub trait Column {
+    /// The peer's name.
+    fn name(&self) -> &'static str;
+    /// The column its ratios are taken against.
+    fn baseline(&self) -> &'static str;
+    /// One sample of `scenario`: one [`Cell`] per entry of [`Scenario::metrics`].
+    fn sample(&self, scenario: Scenario, env: &Env) -> Vec<Cell>;
+}
+
+/// The [`Column`] of peer `P`.
+#[derive(Debug, Default)]
+pub struct Of<P>(PhantomData<fn() -> P>);
+
+impl<P: Peer> Of<P> {
+    /// The column.
+    #[must_use]
+    pub fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<P: Peer> Column for Of<P> {
+    fn name(&self) -> &'static str {
+        P::NAME
+    }
+
+    fn baseline(&self) -> &'static str {
+        P::BASELINE
+    }
+
+    fn sample(&self, scenario: Scenario, env: &Env) -> Vec<Cell> {
+        let c = &env.config;
+        let na = || vec![Cell::NotApplicable; scenario.metrics().len()];
+        match scenario {
+            Scenario::S1 => vec![Cell::Value(try_release::<P>(1, c.try_iters))],
+            Scenario::S2 => vec![Cell::Value(ready_acquire::<P>(c.acquire_iters))],
+            Scenario::S3 if P::WEIGHTED => vec![Cell::Value(try_release::<P>(2, c.try_iters))],
+            Scenario::S4 => vec![Cell::Value(contended::<P>(env, &[1]))],
+            Scenario::S5 if P::WEIGHTED => vec![Cell::Value(contended::<P>(env, &[1, 2, 4]))],
+            Scenario::S6 if P::WEIGHTED => vec![large_waiter::<P>(env)],
+            Scenario::S7 if P::PARKS => {
+                let (park, cancel) = park_cancel::<P>(c.park_batches);
+                vec![Cell::Value(park), Cell::Value(cancel)]
+            }
+            Scenario::S8 => sizes::<P>().map(|b| Cell::Value(b as f64)).to_vec(),
+            _ => na(),
+        }
+    }
+}
+
+fn per_op(elapsed: Duration, ops: u64) -> f64 {
+    elapsed.as_nanos() as f64 / ops as f64
+}
+
+/// The stand-in for ~100 ns of work done while a permit is held.
+#[inline(never)]
+pub fn work(spin_iters: u32) {
+    for i in 0..spin_iters {
+        black_box(i);
+    }
+}
+
+/// S1, S3: `try_acquire(units)` and drop the permit, `iters` times.
+#[inline(never)]
+fn try_release<P: Peer>(units: usize, iters: u32) -> f64 {
+    let sem = P::new(16);
+    let sem = black_box(&sem);
+    let start = Instant::now();
+    for _ in 0..iters {
+        let permit = sem.try_acquire(black_box(units));
+        drop(black_box(permit).expect("uncontended"));
+    }
+    per_op(start.elapsed(), iters.into())
+}
+
+/// S2: build the acquire future, poll it once (it is ready), drop the permit.
+#[inline(never)]
+fn ready_acquire<P: Peer>(iters: u32) -> f64 {
+    let sem = P::new(16);
+    let sem = black_box(&sem);
+    let mut cx = Context::from_waker(Waker::noop());
+    let start = Instant::now();
+    for _ in 0..iters {
+        let acquire = pin!(sem.acquire(black_box(1)));
+        match acquire.poll(&mut cx) {
+            Poll::Ready(permit) => drop(black_box(permit)),
+            Poll::Pending => panic!("{}: uncontended acquire parked", P::NAME),
+        }
+    }
+    per_op(start.elapsed(), iters.into())
+}
+
+/// Tasks in S4/S5.
+const TASKS: usize = 64;
+
+/// S4, S5: 64 tasks, task `i` asking for `weights[i % len]` units of 4, each
+/// looping acquire / work / yield / release. Wall time per completed loop.
+#[inline(never)]
+fn contended<P: Peer>(env: &Env, weights: &[usize]) -> f64 {
+    let sem = Arc::new(P::new(4));
+    let iters = env.config.loop_iters;
+    let spin = env.config.spin_iters;
+    let start = Instant::now();
+    env.runtime.block_on(async {
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|i| {
+                let sem = Arc::clone(&sem);
+                let units = weights[i % weights.len()];
+                tokio::spawn(async move {
+                    for _ in 0..iters {
+                        let permit = sem.acquire(units).await;
+                        work(spin);
+                        tokio::task::yield_now().await;
+                        drop(permit);
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task panicked");
+        }
+    });
+    per_op(start.elapsed(), (TASKS as u64) * u64::from(iters))
+}
+
+/// Churners in S6.
+const CHURNERS: usize = 16;
+/// Loops the churners complete before the large waiter arrives.
+const CHURN_WARMUP: usize = 256;
+
+/// S6: 16 one-unit churners keep capacity 4 busy; then a 4-unit request arrives.
+/// Its wait in µs, or [`Cell::Starved`] past the cap.
+#[inline(never)]
+fn large_waiter<P: Peer>(env: &Env) -> Cell {
+    let sem = Arc::new(P::new(4));
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops = Arc::new(AtomicUsize::new(0));
+    let spin = env.config.spin_iters;
+    let cap = env.config.starve_cap;
+    env.runtime.block_on(async {
+        let churners: Vec<_> = (0..CHURNERS)
+            .map(|_| {
+                let (sem, stop, loops) = (Arc::clone(&sem), Arc::clone(&stop), Arc::clone(&loops));
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let permit = sem.acquire(1).await;
+                        work(spin);
+                        tokio::task::yield_now().await;
+                        drop(permit);
+                        loops.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        while loops.load(Ordering::Relaxed) < CHURN_WARMUP {
+            tokio::task::yield_now().await;
+        }
+        let waiter = {
+            let sem = Arc::clone(&sem);
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let got = tokio::time::timeout(cap, sem.acquire(4)).await;
+                let waited = start.elapsed();
+                got.map(|permit| {
+                    drop(permit);
+                    waited
+                })
+            })
+        };
+        let outcome = waiter.await.expect("waiter panicked");
+        stop.store(true, Ordering::Relaxed);
+        for churner in churners {
+            churner.await.expect("churner panicked");
+        }
+        match outcome {
+            Ok(waited) => Cell::Value(waited.as_nanos() as f64 / 1_000.0),
+            Err(_elapsed) => Cell::Starved,
+        }
+    })
+}
+
+/// Acquire futures parked at once in S7 before they are cancelled in order.
+pub const PARK_BATCH: usize = 32;
+
+/// S7: with the only unit held, park [`PARK_BATCH`] one-unit acquires (first
+/// poll each), then drop them oldest first. Returns (park ns, cancel ns) per
+/// future. Afterwards the semaphore must be whole: the unit comes back and
+/// can be taken again, by `try_acquire` and by a ready `acquire`.
+#[inline(never)]
+fn park_cancel<P: Peer>(batches: u32) -> (f64, f64) {
+    let sem = P::new(1);
+    let mut cx = Context::from_waker(Waker::noop());
+    let holder = sem.try_acquire(1).expect("fresh semaphore");
+    let mut parked = Vec::with_capacity(PARK_BATCH);
+    let (mut park, mut cancel) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..batches {
+        parked.extend((0..PARK_BATCH).map(|_| sem.acquire(1)));
+        let start = Instant::now();
+        for future in &mut parked {
+            // SAFETY: `parked` never reallocates (its capacity is PARK_BATCH) and
+            // its elements are only dropped in place by `clear`, so each future
+            // stays at this address until it is dropped.
+            let future = unsafe { std::pin::Pin::new_unchecked(future) };
+            assert!(
+                future.poll(&mut cx).is_pending(),
+                "{}: did not park",
+                P::NAME
+            );
+        }
+        let parked_at = Instant::now();
+        parked.clear();
+        let cancelled_at = Instant::now();
+        park += parked_at - start;
+        cancel += cancelled_at - parked_at;
+    }
+    drop(holder);
+    assert!(
+        sem.try_acquire(1).is_some(),
+        "{}: a unit was lost by cancellation",
+        P::NAME
+    );
+    match pin!(sem.acquire(1)).poll(&mut cx) {
+        Poll::Ready(permit) => drop(permit),
+        Poll::Pending => panic!("{}: a cancelled waiter stranded the queue", P::NAME),
+    }
+    assert!(sem.try_acquire(1).is_some(), "{}: unit lost", P::NAME);
+    let ops = u64::from(batches) * PARK_BATCH as u64;
+    (per_op(park, ops), per_op(cancel, ops))
+}
+
+/// S8: bytes of the acquire future (unpolled), the permit, the semaphore.
+fn sizes<P: Peer>() -> [usize; 3] {
+    let sem = P::new(1);
+    let future = size_of_val(&sem.acquire(1));
+    let permit = sem.try_acquire(1).expect("fresh semaphore");
+    [future, size_of_val(&permit), P::SEMAPHORE_SIZE]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::peer::{Admit, AsyncLock, Floor, Tokio};
+
+    #[test]
+    fn every_scenario_runs_for_a_weighted_and_a_one_unit_peer() {
+        let env = Env::new(Config::smoke());
+        for scenario in Scenario::ALL {
+            for column in [
+                &Of::<Admit>::new() as &dyn Column,
+                &Of::<Tokio>::new(),
+                &Of::<AsyncLock>::new(),
+                &Of::<Floor>::new(),
+            ] {
+                let cells = column.sample(scenario, &env);
+                assert_eq!(cells.len(), scenario.metrics().len());
+            }
+        }
+    }
+}

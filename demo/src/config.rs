@@ -1,0 +1,310 @@
+//! The demo's knobs, their defaults, and the hand-parsed command line.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Everything a run needs. [`Config::default`] is what `admit-demo` runs with no
+/// arguments; [`Config::from_args`] applies the flags of [`USAGE`] on top of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Memory the upload sessions may use, in bytes: the numerator of the capacity.
+    pub memory_budget: u64,
+    /// The staging buffer one upload session holds, in bytes: the cost of one unit.
+    pub session_buffer: u64,
+    /// Units given outright, instead of deriving them from the memory budget.
+    pub capacity: Option<usize>,
+    /// The longest a request parks before it is shed.
+    pub wait_budget: Duration,
+    /// Simulated processing time, with the permit held, after the body is buffered.
+    pub hold: Duration,
+    /// Requests in the whole burst, including the ones that disconnect.
+    pub clients: usize,
+    /// Of `clients`, how many drop their connection while parked.
+    pub disconnects: usize,
+    /// How long a disconnecting client waits (parked) before it drops the connection.
+    pub disconnect_after: Duration,
+    /// The burst is sent in this many waves, `wait_budget + hold` apart, so every
+    /// parked request of a wave has been admitted or shed before the next one.
+    pub waves: usize,
+    /// Request body size in bytes. Must fit one session buffer.
+    pub payload: usize,
+    /// Port to listen on, on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Install the Prometheus recorder as the process-wide `metrics` recorder (the
+    /// binary does). When false, the gate is built under a local recorder, so several
+    /// runs can share one process (the integration test does).
+    pub global_recorder: bool,
+    /// Print the header, a progress line and the summary while running.
+    pub verbose: bool,
+}
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The most clients a run may start: the demo's traffic stays small and bounded.
+pub const MAX_CLIENTS: usize = 2_000;
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            memory_budget: 32 * MIB,
+            session_buffer: 8 * MIB,
+            capacity: None,
+            wait_budget: Duration::from_secs(2),
+            hold: Duration::from_secs(1),
+            clients: 48,
+            disconnects: 6,
+            disconnect_after: Duration::from_millis(250),
+            waves: 3,
+            payload: 256 * KIB as usize,
+            port: 0,
+            global_recorder: true,
+            verbose: true,
+        }
+    }
+}
+
+/// The `--help` text.
+pub const USAGE: &str = "\
+admit-demo: an upload server behind an admission gate, a burst of clients against it,
+and a check of what the gate did. Runs for about 10 s and exits 0 when every check held.
+
+USAGE: admit-demo [FLAGS]
+
+  --memory-budget SIZE     memory the upload sessions may use        [default: 32MiB]
+  --session-buffer SIZE    staging buffer per session (one unit)     [default: 8MiB]
+  --capacity N             units outright, instead of budget/buffer
+  --wait-budget TIME       longest a request parks before a 503      [default: 2s]
+  --hold TIME              processing time with the session held     [default: 1s]
+  --clients N              requests in the burst                     [default: 48]
+  --disconnects N          of them, clients that hang up while parked [default: 6]
+  --disconnect-after TIME  how long those wait before hanging up     [default: 250ms]
+  --waves N                the burst is sent in N waves              [default: 3]
+  --payload SIZE           request body size                         [default: 256KiB]
+  --port N                 listen on 127.0.0.1:N                     [default: 0, any free port]
+  -h, --help               this text
+
+SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
+TIME: with a suffix ms or s (e.g. 1500ms, 2s, 0.5s).
+";
+
+/// A flag the demo could not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError(pub String);
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// What the command line asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run with this configuration.
+    Run(Config),
+    /// Print [`USAGE`].
+    Help,
+}
+
+impl Config {
+    /// Parses flags (without the program name) over the defaults.
+    ///
+    /// # Errors
+    ///
+    /// An unknown flag, a missing or malformed value, or a configuration
+    /// [`validate`](Self::validate) rejects.
+    pub fn from_args<I, A>(args: I) -> Result<Command, ArgError>
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<String>,
+    {
+        let mut config = Self::default();
+        let mut args = args.into_iter().map(Into::into);
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => {
+                    (flag.to_owned(), Some(value.to_owned()))
+                }
+                _ => (arg, None),
+            };
+            if flag == "-h" || flag == "--help" {
+                return Ok(Command::Help);
+            }
+            let mut value = || {
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or_else(|| ArgError(format!("{flag} needs a value")))
+            };
+            match flag.as_str() {
+                "--memory-budget" => config.memory_budget = parse_size(&flag, &value()?)?,
+                "--session-buffer" => config.session_buffer = parse_size(&flag, &value()?)?,
+                "--capacity" => config.capacity = Some(parse_count(&flag, &value()?)?),
+                "--wait-budget" => config.wait_budget = parse_time(&flag, &value()?)?,
+                "--hold" => config.hold = parse_time(&flag, &value()?)?,
+                "--clients" => config.clients = parse_count(&flag, &value()?)?,
+                "--disconnects" => config.disconnects = parse_count(&flag, &value()?)?,
+                "--disconnect-after" => config.disconnect_after = parse_time(&flag, &value()?)?,
+                "--waves" => config.waves = parse_count(&flag, &value()?)?,
+                "--payload" => {
+                    let bytes = parse_size(&flag, &value()?)?;
+                    config.payload = usize::try_from(bytes)
+                        .map_err(|_| ArgError(format!("{flag}: {bytes} bytes is too large")))?;
+                }
+                "--port" => {
+                    let v = value()?;
+                    config.port = v
+                        .parse()
+                        .map_err(|_| ArgError(format!("{flag}: not a port number: {v}")))?;
+                }
+                _ => return Err(ArgError(format!("unknown argument {flag:?}; try --help"))),
+            }
+        }
+        config.validate()?;
+        Ok(Command::Run(config))
+    }
+
+    /// Checks that the run is one the demo can do and finish on time.
+    ///
+    /// # Errors
+    ///
+    /// A message saying which value is out of range.
+    pub fn validate(&self) -> Result<(), ArgError> {
+        let fail = |m: String| Err(ArgError(m));
+        if self.session_buffer == 0 {
+            return fail("--session-buffer must be more than 0 bytes".into());
+        }
+        if self.capacity == Some(0) {
+            return fail("--capacity must be at least 1".into());
+        }
+        if self.clients == 0 || self.clients > MAX_CLIENTS {
+            return fail(format!("--clients must be 1..={MAX_CLIENTS}"));
+        }
+        if self.disconnects > self.clients {
+            return fail("--disconnects cannot be more than --clients".into());
+        }
+        if self.waves == 0 || self.waves > self.clients {
+            return fail("--waves must be 1..=clients".into());
+        }
+        if self.payload as u64 > self.session_buffer {
+            return fail(format!(
+                "--payload ({}) must fit one session buffer ({})",
+                bytes(self.payload as u64),
+                bytes(self.session_buffer)
+            ));
+        }
+        if self.wait_budget.is_zero() || self.wait_budget > Duration::from_secs(10) {
+            return fail("--wait-budget must be more than 0 and at most 10s".into());
+        }
+        if self.hold > Duration::from_secs(10) {
+            return fail("--hold must be at most 10s".into());
+        }
+        if self.disconnect_after >= self.wait_budget {
+            return fail(
+                "--disconnect-after must be shorter than --wait-budget: a client must hang \
+                 up while it is still parked"
+                    .into(),
+            );
+        }
+        if self.planned_duration() > Duration::from_secs(60) {
+            return fail(format!(
+                "this run would take about {:.0}s; keep waves x (wait budget + hold) under a minute",
+                self.planned_duration().as_secs_f64()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Time between the starts of two waves: long enough for a wave's parked
+    /// requests to be admitted or shed before the next one arrives.
+    #[must_use]
+    pub fn wave_gap(&self) -> Duration {
+        self.wait_budget + self.hold
+    }
+
+    /// About how long the load lasts: the last wave starts at `(waves − 1) × gap`,
+    /// and its requests end within a wait budget and a hold after that.
+    #[must_use]
+    pub fn planned_duration(&self) -> Duration {
+        let waves = u32::try_from(self.waves).unwrap_or(u32::MAX);
+        self.wave_gap()
+            .saturating_mul(waves.saturating_sub(1))
+            .saturating_add(self.wait_budget + self.hold)
+    }
+}
+
+fn parse_count(flag: &str, v: &str) -> Result<usize, ArgError> {
+    v.parse()
+        .map_err(|_| ArgError(format!("{flag}: not a whole number: {v}")))
+}
+
+/// `4096`, `256K`, `256KiB`, `8M`, `8MiB`, `1G`, `1GiB` (powers of 1024).
+fn parse_size(flag: &str, v: &str) -> Result<u64, ArgError> {
+    let err = || ArgError(format!("{flag}: not a size: {v} (e.g. 4096, 256KiB, 8MiB)"));
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (digits, suffix) = v.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| err())?;
+    let unit = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => KIB,
+        "m" | "mib" | "mb" => MIB,
+        "g" | "gib" | "gb" => GIB,
+        _ => return Err(err()),
+    };
+    n.checked_mul(unit).ok_or_else(err)
+}
+
+/// `1500ms`, `2s`, `0.5s`.
+fn parse_time(flag: &str, v: &str) -> Result<Duration, ArgError> {
+    let err = || ArgError(format!("{flag}: not a time: {v} (e.g. 1500ms, 2s)"));
+    let (number, scale) = if let Some(ms) = v.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = v.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        return Err(err());
+    };
+    let n: f64 = number.parse().map_err(|_| err())?;
+    Duration::try_from_secs_f64(n * scale).map_err(|_| err())
+}
+
+/// A byte count for people: `8 MiB`, `256 KiB`, `1.5 GiB`, `100 B`.
+#[must_use]
+pub fn bytes(n: u64) -> String {
+    let (unit, name) = if n >= GIB {
+        (GIB, "GiB")
+    } else if n >= MIB {
+        (MIB, "MiB")
+    } else if n >= KIB {
+        (KIB, "KiB")
+    } else {
+        return format!("{n} B");
+    };
+    if n.is_multiple_of(unit) {
+        format!("{} {name}", n / unit)
+    } else {
+        format!("{:.1} {name}", n as f64 / unit as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_times_parse() {
+        assert_eq!(parse_size("f", "4096"), Ok(4096));
+        assert_eq!(parse_size("f", "8MiB"), Ok(8 * MIB));
+        assert_eq!(parse_size("f", "256k"), Ok(256 * KIB));
+        assert!(parse_size("f", "8 parsecs").is_err());
+        assert_eq!(parse_time("f", "1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_time("f", "0.5s"), Ok(Duration::from_millis(500)));
+        assert!(parse_time("f", "2").is_err());
+        assert_eq!(bytes(8 * MIB), "8 MiB");
+        assert_eq!(bytes(1536 * KIB), "1.5 MiB");
+    }
+}

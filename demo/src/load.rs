@@ -1,0 +1,274 @@
+//! The load generator: a burst of uploads, in waves, larger than the gate can hold,
+//! some of whose clients hang up while parked.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use crate::client;
+use crate::config::Config;
+use crate::scrape::Scrape;
+use crate::server::{Route, UploadGate};
+
+/// How one client's request ended, as the client saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// `200 OK`: admitted, buffered, processed.
+    Admitted,
+    /// `503` with `Retry-After` (its raw value): shed.
+    Shed(String),
+    /// `503` without `Retry-After`: a closed or misconfigured gate.
+    Unavailable,
+    /// The client hung up on purpose while parked.
+    HungUp,
+    /// Anything else: an unexpected status, an I/O error, a timeout.
+    Failed(String),
+}
+
+/// One client's request and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientResult {
+    /// The route it asked for.
+    pub route: Route,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// What the load generator measured besides the clients' results.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// Every client's result.
+    pub results: Vec<ClientResult>,
+    /// The most units in use seen by sampling `Gate::in_use` every 2 ms.
+    pub peak_in_use: usize,
+    /// The most `units_in_use` seen in the scrapes of `/metrics` during the run.
+    pub peak_in_use_scraped: f64,
+    /// Scrapes of `/metrics` taken during the run.
+    pub scrapes: usize,
+}
+
+/// Counts for the progress line.
+#[derive(Debug, Default)]
+struct Live {
+    wave: AtomicUsize,
+    done: AtomicUsize,
+    admitted: AtomicUsize,
+    shed: AtomicUsize,
+    hung_up: AtomicUsize,
+    other: AtomicUsize,
+}
+
+impl Live {
+    fn record(&self, outcome: &Outcome) {
+        let counter = match outcome {
+            Outcome::Admitted => &self.admitted,
+            Outcome::Shed(_) => &self.shed,
+            Outcome::HungUp => &self.hung_up,
+            Outcome::Unavailable | Outcome::Failed(_) => &self.other,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends the burst of `config` at the server on `addr`, sampling `gate` and
+/// scraping `/metrics` while it runs, and returns when every client has finished.
+pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observed {
+    let started = Instant::now();
+    let live = Arc::new(Live::default());
+    let finished = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn(sample_in_use(gate.clone(), Arc::clone(&finished)));
+    let watcher = tokio::spawn(watch(
+        config.clone(),
+        addr,
+        gate.clone(),
+        Arc::clone(&live),
+        Arc::clone(&finished),
+        started,
+    ));
+
+    let payload: Arc<[u8]> = vec![0x5a; config.payload].into();
+    let client_timeout = config.planned_duration() + Duration::from_secs(10);
+    let mut clients = JoinSet::new();
+    let mut next_client = 0;
+    let mut next_hang_up = 0;
+    for wave in 0..config.waves {
+        let wave_start = started + config.wave_gap() * u32::try_from(wave).unwrap_or(u32::MAX);
+        tokio::time::sleep_until(wave_start.into()).await;
+        live.wave.store(wave + 1, Ordering::Relaxed);
+        let size = share(config.clients, config.waves, wave);
+        let hang_ups = share(config.disconnects, config.waves, wave).min(size);
+
+        // The wave's uploads, all at once: every fourth one a mirror.
+        for _ in 0..size - hang_ups {
+            let route = if next_client % 4 == 3 {
+                Route::Mirror
+            } else {
+                Route::Upload
+            };
+            next_client += 1;
+            let payload = Arc::clone(&payload);
+            let live = Arc::clone(&live);
+            clients.spawn(async move {
+                let outcome = match tokio::time::timeout(
+                    client_timeout,
+                    client::post(addr, route.path(), &payload),
+                )
+                .await
+                {
+                    Ok(Ok(response)) => classify(&response),
+                    Ok(Err(e)) => Outcome::Failed(format!("{}: {e}", route.path())),
+                    Err(_) => Outcome::Failed(format!("{}: no answer in time", route.path())),
+                };
+                live.record(&outcome);
+                ClientResult { route, outcome }
+            });
+        }
+
+        // The clients that will hang up: sent once someone is parked, so that FIFO
+        // puts them behind that waiter, parked too. (If nobody parks within a
+        // second, they go anyway.)
+        if hang_ups > 0 {
+            let until = Instant::now() + Duration::from_secs(1);
+            while gate.waiters() == 0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        for _ in 0..hang_ups {
+            let route = if next_hang_up % 2 == 1 {
+                Route::Mirror
+            } else {
+                Route::Upload
+            };
+            next_hang_up += 1;
+            let len = config.payload;
+            let after = config.disconnect_after;
+            let live = Arc::clone(&live);
+            clients.spawn(async move {
+                let outcome = match client::post_and_hang_up(addr, route.path(), len, after).await {
+                    Ok(()) => Outcome::HungUp,
+                    Err(e) => Outcome::Failed(format!("{} (hang-up client): {e}", route.path())),
+                };
+                live.record(&outcome);
+                ClientResult { route, outcome }
+            });
+        }
+    }
+
+    let mut results = Vec::with_capacity(config.clients);
+    while let Some(joined) = clients.join_next().await {
+        results.push(joined.unwrap_or_else(|e| ClientResult {
+            route: Route::Upload,
+            outcome: Outcome::Failed(format!("client task: {e}")),
+        }));
+    }
+    finished.store(true, Ordering::Relaxed);
+    let peak_in_use = sampler.await.unwrap_or(usize::MAX);
+    let (peak_in_use_scraped, scrapes) = watcher.await.unwrap_or((f64::INFINITY, 0));
+    Observed {
+        results,
+        peak_in_use,
+        peak_in_use_scraped,
+        scrapes,
+    }
+}
+
+/// The `i`th of `parts` near-equal shares of `total`.
+fn share(total: usize, parts: usize, i: usize) -> usize {
+    total / parts + usize::from(i < total % parts)
+}
+
+fn classify(response: &client::Response) -> Outcome {
+    match (response.status, response.header("retry-after")) {
+        (200, _) => Outcome::Admitted,
+        (503, Some(retry_after)) => Outcome::Shed(retry_after.to_owned()),
+        (503, None) => Outcome::Unavailable,
+        (status, _) => Outcome::Failed(format!(
+            "status {status}: {}",
+            String::from_utf8_lossy(&response.body).trim()
+        )),
+    }
+}
+
+/// Samples the gate's units in use until `finished`; returns the most seen.
+async fn sample_in_use(gate: UploadGate, finished: Arc<AtomicBool>) -> usize {
+    let mut peak = 0;
+    let mut tick = tokio::time::interval(Duration::from_millis(2));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while !finished.load(Ordering::Relaxed) {
+        tick.tick().await;
+        peak = peak.max(gate.in_use());
+    }
+    peak
+}
+
+/// Scrapes `/metrics` every 250 ms for the peak of the `units_in_use` gauge, and
+/// prints the progress line. Returns (peak gauge, scrapes).
+async fn watch(
+    config: Config,
+    addr: SocketAddr,
+    gate: UploadGate,
+    live: Arc<Live>,
+    finished: Arc<AtomicBool>,
+    started: Instant,
+) -> (f64, usize) {
+    let peak = Mutex::new(0.0_f64);
+    let mut scrapes = 0;
+    let tty = std::io::stdout().is_terminal();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut ticks = 0_u32;
+    while !finished.load(Ordering::Relaxed) {
+        tick.tick().await;
+        ticks += 1;
+        if let Ok(page) = client::get(addr, "/metrics").await {
+            let scrape = Scrape::parse(String::from_utf8_lossy(&page.body).into_owned());
+            if let Some(in_use) = scrape.metric("units_in_use") {
+                let mut peak = peak.lock().unwrap_or_else(|e| e.into_inner());
+                *peak = peak.max(in_use);
+            }
+            scrapes += 1;
+        }
+        if config.verbose && (tty || ticks.is_multiple_of(4)) {
+            let line = progress_line(&config, &gate, &live, started);
+            let mut out = std::io::stdout().lock();
+            if tty {
+                let _ = write!(out, "\r{line}\x1b[K");
+            } else {
+                let _ = writeln!(out, "{line}");
+            }
+            let _ = out.flush();
+        }
+    }
+    if config.verbose && tty {
+        println!("\r{}\x1b[K", progress_line(&config, &gate, &live, started));
+    }
+    let peak = *peak.lock().unwrap_or_else(|e| e.into_inner());
+    (peak, scrapes)
+}
+
+fn progress_line(config: &Config, gate: &UploadGate, live: &Live, started: Instant) -> String {
+    let n = |c: &AtomicUsize| c.load(Ordering::Relaxed);
+    format!(
+        "  [{:>5.1}s] wave {}/{}  done {:>3}/{}: {} admitted, {} shed, {} hung up{}  |  gate {}/{} in use, {} parked",
+        started.elapsed().as_secs_f64(),
+        n(&live.wave),
+        config.waves,
+        n(&live.done),
+        config.clients,
+        n(&live.admitted),
+        n(&live.shed),
+        n(&live.hung_up),
+        match n(&live.other) {
+            0 => String::new(),
+            other => format!(", {other} other"),
+        },
+        gate.in_use(),
+        gate.capacity(),
+        gate.waiters(),
+    )
+}

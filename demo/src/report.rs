@@ -1,0 +1,417 @@
+//! The summary a person reads at a glance, and the checks that decide the exit code.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use admit::Source;
+
+use crate::config::Config;
+use crate::load::{Observed, Outcome};
+use crate::scrape::Scrape;
+use crate::server::{Route, ServerStats};
+
+/// The server-side tallies at the end of the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Permits granted.
+    pub admitted: usize,
+    /// `GateError::Busy` answered, per route in [`Route::ALL`](admit::Source::ALL) order.
+    pub busy: [usize; 2],
+    /// `GateError::Cancelled`: the client hung up while parked.
+    pub cancelled: usize,
+    /// Handlers dropped while parked.
+    pub dropped_while_parked: usize,
+    /// `GateError::Closed`.
+    pub closed: usize,
+    /// `GateError::ExceedsCapacity`.
+    pub exceeds_capacity: usize,
+    /// Admitted, body incomplete.
+    pub body_errors: usize,
+}
+
+impl From<&ServerStats> for ServerCounts {
+    fn from(s: &ServerStats) -> Self {
+        let n = |c: &std::sync::atomic::AtomicUsize| c.load(Ordering::Relaxed);
+        Self {
+            admitted: n(&s.admitted),
+            busy: [s.busy(Route::Upload), s.busy(Route::Mirror)],
+            cancelled: n(&s.cancelled),
+            dropped_while_parked: n(&s.dropped_while_parked),
+            closed: n(&s.closed),
+            exceeds_capacity: n(&s.exceeds_capacity),
+            body_errors: n(&s.body_errors),
+        }
+    }
+}
+
+/// One request made after the gate was closed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClosedProbe {
+    /// Its status (503 expected).
+    pub status: u16,
+    /// Its `Retry-After`, if any (none expected).
+    pub retry_after: Option<String>,
+    /// The shed counters' sum scraped after it (unchanged expected).
+    pub shed_total_after: Option<f64>,
+}
+
+/// One check and whether it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// What is checked.
+    pub name: &'static str,
+    /// Whether it held.
+    pub ok: bool,
+    /// The values behind it.
+    pub detail: String,
+}
+
+/// Everything the run saw, and its checks.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The gate's capacity in units.
+    pub capacity: usize,
+    /// Clients started.
+    pub clients: usize,
+    /// Clients answered 200.
+    pub admitted: usize,
+    /// Clients answered 503 with `Retry-After`, per route in `Route::ALL` order.
+    pub shed: [usize; 2],
+    /// Clients that hung up on purpose while parked.
+    pub hung_up: usize,
+    /// Clients answered 503 without `Retry-After`.
+    pub unavailable: usize,
+    /// Unexpected outcomes (a status other than 200/503, an I/O error, a timeout).
+    pub failures: Vec<String>,
+    /// Every `Retry-After` value received, as sent.
+    pub retry_after: Vec<String>,
+    /// The server's own tallies.
+    pub server: ServerCounts,
+    /// Peak units in use, sampled from the gate every 2 ms.
+    pub peak_in_use: usize,
+    /// Peak `units_in_use` gauge, scraped from `/metrics` every 250 ms.
+    pub peak_in_use_scraped: f64,
+    /// Scrapes taken during the load.
+    pub scrapes: usize,
+    /// The gate's units in use after the load.
+    pub in_use_at_end: usize,
+    /// Waits of admitted requests, sorted.
+    pub waits: Vec<Duration>,
+    /// `/metrics` before any load.
+    pub before: Scrape,
+    /// `/metrics` after the load.
+    pub after: Scrape,
+    /// The request made after the gate was closed.
+    pub closed_probe: ClosedProbe,
+    /// Wall time of the whole run.
+    pub elapsed: Duration,
+    /// The time the run was planned to take, plus slack: beyond it, a check fails.
+    pub time_limit: Duration,
+    /// The checks, in order.
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// Collects the run's observations and runs the checks.
+    #[allow(clippy::too_many_arguments)]
+    #[must_use]
+    pub fn new(
+        config: &Config,
+        capacity: usize,
+        observed: &Observed,
+        server: ServerCounts,
+        mut waits: Vec<Duration>,
+        in_use_at_end: usize,
+        before: Scrape,
+        after: Scrape,
+        closed_probe: ClosedProbe,
+        elapsed: Duration,
+    ) -> Self {
+        waits.sort_unstable();
+        let mut report = Self {
+            capacity,
+            clients: observed.results.len(),
+            admitted: 0,
+            shed: [0; 2],
+            hung_up: 0,
+            unavailable: 0,
+            failures: Vec::new(),
+            retry_after: Vec::new(),
+            server,
+            peak_in_use: observed.peak_in_use,
+            peak_in_use_scraped: observed.peak_in_use_scraped,
+            scrapes: observed.scrapes,
+            in_use_at_end,
+            waits,
+            before,
+            after,
+            closed_probe,
+            elapsed,
+            time_limit: config.planned_duration() + Duration::from_secs(15),
+            checks: Vec::new(),
+        };
+        for result in &observed.results {
+            match &result.outcome {
+                Outcome::Admitted => report.admitted += 1,
+                Outcome::Shed(retry_after) => {
+                    report.shed[route_index(result.route)] += 1;
+                    report.retry_after.push(retry_after.clone());
+                }
+                Outcome::HungUp => report.hung_up += 1,
+                Outcome::Unavailable => report.unavailable += 1,
+                Outcome::Failed(why) => report.failures.push(why.clone()),
+            }
+        }
+        report.checks = report.run_checks();
+        report
+    }
+
+    /// Clients shed, over every route.
+    #[must_use]
+    pub fn shed_total(&self) -> usize {
+        self.shed.iter().sum()
+    }
+
+    /// Whether every check held.
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+
+    /// The `PASS: …` or `FAIL: …` line.
+    #[must_use]
+    pub fn verdict(&self) -> String {
+        let failed: Vec<_> = self.checks.iter().filter(|c| !c.ok).collect();
+        if failed.is_empty() {
+            format!(
+                "PASS: all {} checks held: never over capacity, every shed a 503 with Retry-After, \
+                 shed_total = 503s seen ({}), hang-ups counted nowhere, units back to 0",
+                self.checks.len(),
+                self.shed_total()
+            )
+        } else {
+            let reasons: Vec<_> = failed
+                .iter()
+                .map(|c| format!("{} ({})", c.name, c.detail))
+                .collect();
+            format!("FAIL: {}", reasons.join("; "))
+        }
+    }
+
+    /// The admitted requests' wait at quantile `q` (nearest rank).
+    #[must_use]
+    pub fn wait_quantile(&self, q: f64) -> Option<Duration> {
+        if self.waits.is_empty() {
+            return None;
+        }
+        let rank = (q * self.waits.len() as f64).ceil() as usize;
+        Some(self.waits[rank.clamp(1, self.waits.len()) - 1])
+    }
+
+    fn run_checks(&self) -> Vec<Check> {
+        let cap = self.capacity as f64;
+        let mut checks = Vec::new();
+        let mut check = |name, ok, detail: String| checks.push(Check { name, ok, detail });
+
+        let zeros: Vec<_> = Route::ALL
+            .iter()
+            .map(|&r| (r.label(), self.before.shed_total(r)))
+            .collect();
+        check(
+            "shed counters registered at 0 before the first shed",
+            zeros.iter().all(|(_, v)| *v == Some(0.0)),
+            format!("{zeros:?}"),
+        );
+        check(
+            "capacity gauge is the gate's capacity",
+            self.before.metric("capacity_units") == Some(cap),
+            format!(
+                "capacity_units {:?}, gate {}",
+                self.before.metric("capacity_units"),
+                self.capacity
+            ),
+        );
+        check(
+            "never over capacity",
+            self.peak_in_use <= self.capacity && self.peak_in_use_scraped <= cap,
+            format!(
+                "peak {} sampled, {} scraped, capacity {}",
+                self.peak_in_use, self.peak_in_use_scraped, self.capacity
+            ),
+        );
+        let bad_retry_after: Vec<_> = self
+            .retry_after
+            .iter()
+            .filter(|v| v.parse::<u64>().map_or(true, |s| s < 1))
+            .collect();
+        check(
+            "every shed answered 503 with Retry-After >= 1",
+            self.unavailable == 0 && bad_retry_after.is_empty(),
+            format!(
+                "{} without Retry-After, bad values {bad_retry_after:?}",
+                self.unavailable
+            ),
+        );
+        let per_route: Vec<_> = Route::ALL
+            .iter()
+            .map(|&r| {
+                let i = route_index(r);
+                (
+                    r.label(),
+                    self.after.shed_total(r),
+                    self.shed[i],
+                    self.server.busy[i],
+                )
+            })
+            .collect();
+        check(
+            "shed_total = 503 Busy responses seen (hang-ups counted nowhere)",
+            per_route
+                .iter()
+                .all(|(_, metric, seen, busy)| *metric == Some(*seen as f64) && seen == busy),
+            per_route
+                .iter()
+                .map(|(label, metric, seen, busy)| {
+                    format!(
+                        "{label}: metric {metric:?}, clients saw {seen}, server answered {busy}"
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+        check(
+            "no unexpected outcomes",
+            self.failures.is_empty()
+                && self.clients == self.admitted + self.shed_total() + self.hung_up,
+            format!("{:?}", self.failures.iter().take(3).collect::<Vec<_>>()),
+        );
+        check(
+            "units in use back to 0",
+            self.in_use_at_end == 0 && self.after.metric("units_in_use") == Some(0.0),
+            format!(
+                "gate {}, gauge {:?}",
+                self.in_use_at_end,
+                self.after.metric("units_in_use")
+            ),
+        );
+        let admitted = self.server.admitted as f64;
+        check(
+            "every admission timed once (wait) and every release once (hold)",
+            self.after.metric("wait_seconds_count") == Some(admitted)
+                && self.after.metric("hold_seconds_count") == Some(admitted),
+            format!(
+                "wait_seconds_count {:?}, hold_seconds_count {:?}, admitted {}",
+                self.after.metric("wait_seconds_count"),
+                self.after.metric("hold_seconds_count"),
+                self.server.admitted
+            ),
+        );
+        let p = &self.closed_probe;
+        check(
+            "closed gate: 503 without Retry-After, not a shed",
+            p.status == 503
+                && p.retry_after.is_none()
+                && p.shed_total_after == self.after.shed_total_sum(),
+            format!(
+                "status {}, Retry-After {:?}, shed_total {:?} -> {:?}",
+                p.status,
+                p.retry_after,
+                self.after.shed_total_sum(),
+                p.shed_total_after
+            ),
+        );
+        check(
+            "finished in time",
+            self.elapsed <= self.time_limit,
+            format!(
+                "{:.1}s, limit {:.0}s",
+                self.elapsed.as_secs_f64(),
+                self.time_limit.as_secs_f64()
+            ),
+        );
+        checks
+    }
+}
+
+fn route_index(route: Route) -> usize {
+    Route::ALL.iter().position(|&r| r == route).unwrap_or(0)
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".into(), |d| format!("{:.2}s", d.as_secs_f64()))
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let retry: Vec<u64> = self
+            .retry_after
+            .iter()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let retry_range = match (retry.iter().min(), retry.iter().max()) {
+            (Some(lo), Some(hi)) if lo == hi => format!("Retry-After {lo}s"),
+            (Some(lo), Some(hi)) => format!("Retry-After {lo}-{hi}s"),
+            _ => "no Retry-After".into(),
+        };
+        writeln!(f, "summary ({:.1}s)", self.elapsed.as_secs_f64())?;
+        writeln!(
+            f,
+            "  requests  {}: {} admitted (200), {} shed (503, {retry_range}), {} cancelled (hung up while parked){}",
+            self.clients,
+            self.admitted,
+            self.shed_total(),
+            self.hung_up,
+            if self.unavailable + self.failures.len() > 0 {
+                format!(", {} other", self.unavailable + self.failures.len())
+            } else {
+                String::new()
+            }
+        )?;
+        writeln!(
+            f,
+            "            shed by route: upload {}, mirror {}; server saw {} hang-ups as Cancelled, {} dropped, {} after admission",
+            self.shed[0],
+            self.shed[1],
+            self.server.cancelled,
+            self.server.dropped_while_parked,
+            self.server.body_errors,
+        )?;
+        writeln!(
+            f,
+            "  units     peak in use {}/{} (gate, sampled every 2ms), {}/{} (units_in_use gauge, {} scrapes); at the end {}",
+            self.peak_in_use,
+            self.capacity,
+            self.peak_in_use_scraped,
+            self.capacity,
+            self.scrapes,
+            self.in_use_at_end,
+        )?;
+        writeln!(
+            f,
+            "  wait      admitted: p50 {}, p99 {} (max {}); shed after the wait budget",
+            ms(self.wait_quantile(0.5)),
+            ms(self.wait_quantile(0.99)),
+            ms(self.waits.last().copied()),
+        )?;
+        writeln!(f, "  /metrics  (excerpt, after the load)")?;
+        for line in self.after.excerpt() {
+            writeln!(f, "            {line}")?;
+        }
+        writeln!(f, "checks")?;
+        for c in &self.checks {
+            writeln!(
+                f,
+                "  {} {}{}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.name,
+                if c.ok {
+                    String::new()
+                } else {
+                    format!(": {}", c.detail)
+                }
+            )?;
+        }
+        write!(f, "{}", self.verdict())
+    }
+}

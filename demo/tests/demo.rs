@@ -1,0 +1,336 @@
+//! The demo against its real server on loopback: a short run whose summary
+//! invariants and scraped metrics are checked, the server's answers to a hang-up
+//! and to a shed with the gate held full by the test itself, and the binary's exit
+//! code.
+//!
+//! Every assertion is an invariant or follows from the configuration, never from
+//! timing: a shed is asserted only where the wait budget is far shorter than the
+//! time the units are held, with more demand than capacity.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use admit::Source;
+use admit_demo::server::{App, Server, ServerStats, UploadGate, MAX_UNITS, METRICS_PREFIX};
+use admit_demo::{Config, Route, Scrape};
+use admit_metrics::MetricsObserver;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The tests start servers and clients; one at a time keeps a loaded 2-core
+/// machine from stretching any of them.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Capacity 2 from a memory budget; every wave's hold (3 s) far longer than the
+/// wait budget (1 s): whoever parks behind the first two admitted is shed.
+fn short_config() -> Config {
+    Config {
+        memory_budget: 2 << 20,
+        session_buffer: 1 << 20,
+        wait_budget: Duration::from_secs(1),
+        hold: Duration::from_secs(3),
+        clients: 10,
+        disconnects: 2,
+        disconnect_after: Duration::from_millis(100),
+        waves: 1,
+        payload: 16 << 10,
+        global_recorder: false,
+        verbose: false,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn a_short_run_holds_every_invariant() {
+    let _serial = serial();
+    let config = short_config();
+    let report = runtime().block_on(admit_demo::run(config.clone())).unwrap();
+    let all = format!("{report}");
+
+    assert!(report.passed(), "{all}");
+    assert_eq!(report.capacity, 2, "2 MiB / 1 MiB: {all}");
+    assert_eq!(report.clients, config.clients);
+    assert_eq!(
+        report.admitted + report.shed_total() + report.hung_up,
+        config.clients,
+        "{all}"
+    );
+    assert_eq!(report.hung_up, config.disconnects, "{all}");
+    assert!(
+        report.failures.is_empty() && report.unavailable == 0,
+        "{all}"
+    );
+    // 8 requests (10 units) for 2 units held 3 s with a 1 s budget: the first to
+    // arrive finds the gate empty and is admitted; whoever parks behind it within
+    // 2 s is shed. (Not `admitted >= 2`: a mirror arriving first fills the gate.)
+    assert!(report.admitted >= 1, "{all}");
+    assert!(report.shed_total() > 0, "{all}");
+
+    // Never over capacity, sampled and scraped; back to 0 at the end.
+    assert!(
+        report.peak_in_use <= 2 && report.peak_in_use_scraped <= 2.0,
+        "{all}"
+    );
+    assert_eq!(report.in_use_at_end, 0);
+
+    // Before the load: both sources' series exist at 0, the capacity gauge is set.
+    for &route in Route::ALL {
+        assert_eq!(report.before.shed_total(route), Some(0.0), "{route:?}");
+    }
+    assert_eq!(report.before.metric("capacity_units"), Some(2.0));
+    assert_eq!(report.before.metric("units_in_use"), Some(0.0));
+
+    // After: per source, the counter is exactly the 503s the clients saw and the
+    // server answered; hang-ups are in none of them.
+    for &route in Route::ALL {
+        let i = Route::ALL.iter().position(|&r| r == route).unwrap();
+        assert_eq!(
+            report.after.shed_total(route),
+            Some(report.shed[i] as f64),
+            "{route:?}: {all}"
+        );
+        assert_eq!(report.server.busy[i], report.shed[i], "{route:?}: {all}");
+    }
+    assert_eq!(report.after.metric("units_in_use"), Some(0.0));
+    assert_eq!(report.after.metric("capacity_units"), Some(2.0));
+    let admitted = report.server.admitted as f64;
+    assert_eq!(report.after.metric("hold_seconds_count"), Some(admitted));
+    assert_eq!(report.after.metric("wait_seconds_count"), Some(admitted));
+    // A hang-up ends as Cancelled, or as a handler hyper dropped, or (had it been
+    // admitted first) as an incomplete body: never as a shed.
+    let s = report.server;
+    assert!(
+        s.cancelled + s.dropped_while_parked + s.body_errors <= config.disconnects,
+        "{all}"
+    );
+    assert_eq!(s.exceeds_capacity, 0);
+    assert_eq!(s.closed, 1, "the closed-gate probe");
+
+    // Every Retry-After is whole seconds, at least 1.
+    assert!(report
+        .retry_after
+        .iter()
+        .all(|v| v.parse::<u64>().is_ok_and(|s| s >= 1)));
+    // The closed gate's 503 carries none, and counts nothing.
+    assert_eq!(report.closed_probe.status, 503);
+    assert_eq!(report.closed_probe.retry_after, None);
+    assert_eq!(
+        report.closed_probe.shed_total_after,
+        report.after.shed_total_sum()
+    );
+    assert!(report.verdict().starts_with("PASS"), "{all}");
+}
+
+/// A server on a gate the test builds and fills itself.
+struct Fixture {
+    gate: UploadGate,
+    stats: Arc<ServerStats>,
+    prometheus: PrometheusHandle,
+    server: Server,
+    _recorder: PrometheusRecorder,
+}
+
+async fn fixture(capacity: usize, wait_budget: Duration) -> Fixture {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let gate = metrics::with_local_recorder(&recorder, || {
+        admit_tokio::gate::<Route>(capacity)
+            .max_units(MAX_UNITS)
+            .wait_budget(wait_budget)
+            .observer(MetricsObserver::new(METRICS_PREFIX))
+            .build()
+    })
+    .unwrap();
+    let stats = Arc::new(ServerStats::default());
+    let app = Arc::new(App {
+        gate: gate.clone(),
+        stats: Arc::clone(&stats),
+        prometheus: prometheus.clone(),
+        session_buffer: 1 << 20,
+        hold: Duration::ZERO,
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server::start(listener, app).unwrap();
+    Fixture {
+        gate,
+        stats,
+        prometheus,
+        server,
+        _recorder: recorder,
+    }
+}
+
+async fn send_upload_head(stream: &mut TcpStream, path: &str) {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: test\r\ncontent-length: 1024\r\n\
+         expect: 100-continue\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+}
+
+async fn until(mut condition: impl FnMut() -> bool) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("condition within 20 s");
+}
+
+#[test]
+fn a_client_that_hangs_up_while_parked_gets_nothing_and_counts_nothing() {
+    let _serial = serial();
+    runtime().block_on(async {
+        // Full gate held by the test, and a wait budget that outlasts the test: the
+        // only way out for the parked request is the hang-up.
+        let f = fixture(2, Duration::from_secs(600)).await;
+        let held = f.gate.acquire(2, Route::Mirror).await.unwrap();
+
+        let mut client = TcpStream::connect(f.server.addr).await.unwrap();
+        send_upload_head(&mut client, Route::Upload.path()).await;
+        until(|| f.gate.waiters() == 1).await;
+
+        // Half-close: the server sees the FIN, and the client can still read
+        // whatever the server writes, which must be nothing.
+        client.shutdown().await.unwrap();
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), client.read_to_end(&mut answer))
+            .await
+            .expect("the server closes the connection");
+        assert!(
+            read.is_ok_and(|n| n == 0),
+            "{:?}",
+            String::from_utf8_lossy(&answer)
+        );
+
+        until(|| f.gate.waiters() == 0).await;
+        let stats = &f.stats;
+        let n = |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(n(&stats.cancelled) + n(&stats.dropped_while_parked), 1);
+        assert_eq!(stats.busy_total(), 0);
+        let page = Scrape::parse(f.prometheus.render());
+        assert_eq!(page.shed_total_sum(), Some(0.0));
+        assert_eq!(page.metric("units_in_use"), Some(2.0), "the test's permit");
+
+        drop(held);
+        assert_eq!(f.gate.in_use(), 0);
+        f.server.stop().await;
+    });
+}
+
+#[test]
+fn a_shed_is_a_503_with_retry_after_and_its_body_is_never_sent() {
+    let _serial = serial();
+    runtime().block_on(async {
+        let f = fixture(2, Duration::from_millis(200)).await;
+        let held = f.gate.acquire(2, Route::Mirror).await.unwrap();
+
+        // The client sends no body until `100 Continue`, which a shed never gets.
+        let mut client = TcpStream::connect(f.server.addr).await.unwrap();
+        send_upload_head(&mut client, Route::Mirror.path()).await;
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(20), client.read_to_end(&mut answer))
+            .await
+            .expect("an answer once the budget expires")
+            .unwrap();
+        let answer = String::from_utf8(answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+        // No release yet, so no hold time to scale: the lower bound, 1 s.
+        assert!(
+            answer
+                .to_ascii_lowercase()
+                .contains("\r\nretry-after: 1\r\n"),
+            "{answer}"
+        );
+        assert!(!answer.contains("100 Continue"), "{answer}");
+
+        assert_eq!(f.stats.busy(Route::Mirror), 1);
+        let page = Scrape::parse(f.prometheus.render());
+        assert_eq!(page.shed_total(Route::Mirror), Some(1.0));
+        assert_eq!(page.shed_total(Route::Upload), Some(0.0));
+
+        drop(held);
+        f.server.stop().await;
+    });
+}
+
+#[test]
+fn the_binary_runs_a_small_burst_and_exits_zero() {
+    let _serial = serial();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_admit-demo"))
+        .args([
+            "--capacity",
+            "2",
+            "--wait-budget",
+            "1s",
+            "--hold",
+            "2s",
+            "--clients",
+            "6",
+            "--disconnects",
+            "1",
+            "--disconnect-after",
+            "100ms",
+            "--waves",
+            "1",
+            "--payload",
+            "4KiB",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("\nPASS: "), "{stdout}");
+    assert!(
+        stdout.contains("shed_total{source=\"upload\"} 0"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn flags_parse_and_bad_ones_are_refused() {
+    use admit_demo::Command;
+    let Ok(Command::Run(c)) = Config::from_args([
+        "--memory-budget=64MiB",
+        "--session-buffer",
+        "16M",
+        "--wait-budget",
+        "1500ms",
+        "--clients",
+        "10",
+    ]) else {
+        panic!("valid flags")
+    };
+    assert_eq!(c.memory_budget, 64 << 20);
+    assert_eq!(c.session_buffer, 16 << 20);
+    assert_eq!(c.wait_budget, Duration::from_millis(1500));
+    assert_eq!(c.clients, 10);
+    assert_eq!(Config::from_args(["--help"]), Ok(Command::Help));
+    assert!(Config::from_args(["--clients"]).is_err());
+    assert!(Config::from_args(["--bogus"]).is_err());
+    assert!(
+        Config::from_args(["--payload", "16MiB"]).is_err(),
+        "payload over a session buffer"
+    );
+    assert!(
+        Config::from_args(["--disconnect-after", "5s"]).is_err(),
+        "not while parked"
+    );
+}
