@@ -31,6 +31,7 @@ unsafe impl Send for Acquire<'_> {}
 unsafe impl Sync for Acquire<'_> {}
 
 impl<'a> Acquire<'a> {
+    #[inline]
     pub(crate) fn new(semaphore: &'a Semaphore, units: usize) -> Self {
         Self {
             semaphore,
@@ -42,6 +43,7 @@ impl<'a> Acquire<'a> {
 impl<'a> Future for Acquire<'a> {
     type Output = Result<Permit<'a>, AcquireError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.into_ref().get_ref();
         // SAFETY: `self` is pinned, so the node stays put until `Drop` cancels it.
@@ -51,6 +53,7 @@ impl<'a> Future for Acquire<'a> {
 }
 
 impl Drop for Acquire<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: the node is only ever used with this semaphore; after `cancel`
         // it is out of the list and may be freed.
@@ -101,6 +104,7 @@ mod owned {
     impl Future for AcquireOwned {
         type Output = Result<OwnedPermit, AcquireError>;
 
+        #[inline]
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             let this = self.into_ref().get_ref();
             // SAFETY: `self` is pinned, so the node stays put until `Drop` cancels it.
@@ -110,6 +114,7 @@ mod owned {
     }
 
     impl Drop for AcquireOwned {
+        #[inline]
         fn drop(&mut self) {
             // SAFETY: as for `Acquire`.
             unsafe { self.semaphore.cancel(&self.node) }
@@ -138,6 +143,7 @@ mod owned {
         /// # Panics
         ///
         /// If `units == 0`.
+        #[inline]
         pub fn acquire_owned(self: Arc<Self>, units: usize) -> AcquireOwned {
             crate::semaphore::assert_nonzero(units);
             AcquireOwned {
@@ -155,6 +161,7 @@ mod owned {
         /// # Panics
         ///
         /// If `units == 0`.
+        #[inline]
         pub fn try_acquire_owned(
             self: Arc<Self>,
             units: usize,

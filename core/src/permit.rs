@@ -15,6 +15,7 @@ pub struct Permit<'a> {
 }
 
 impl<'a> Permit<'a> {
+    #[inline]
     pub(crate) fn new(semaphore: &'a Semaphore, units: usize) -> Self {
         Self { semaphore, units }
     }
@@ -36,6 +37,7 @@ impl<'a> Permit<'a> {
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.semaphore.release(self.units);
     }
@@ -68,6 +70,7 @@ mod owned {
     }
 
     impl OwnedPermit {
+        #[inline]
         pub(crate) fn new(semaphore: Arc<Semaphore>, units: usize) -> Self {
             Self { semaphore, units }
         }
@@ -89,6 +92,7 @@ mod owned {
     }
 
     impl Drop for OwnedPermit {
+        #[inline]
         fn drop(&mut self) {
             self.semaphore.release(self.units);
         }

@@ -68,6 +68,7 @@ impl Waiter {
         }
     }
 
+    #[inline]
     pub(crate) fn phase(&self) -> u8 {
         self.phase.load(Ordering::Acquire)
     }

@@ -46,6 +46,10 @@
 //!   cannot return before the node is out of the list; that is why this short lock
 //!   remains (docs/design.md, "Gaps").
 //!
+//! A holder whose change cannot have made the head fit (joining the tail,
+//! re-registering a waker, cancelling a node behind the head) unlocks with one CAS,
+//! and serves first only if that CAS finds `PENDING`.
+//!
 //! Serving: while the head waiter's request fits in `available`, the holder unlinks
 //! it, subtracts its units (and `QUEUED`, if the list became empty) from `state` in
 //! one `fetch_sub`, takes its waker and publishes `GRANTED` in the node. Wakers are
@@ -222,6 +226,7 @@ impl Semaphore {
     ///
     /// If `units == 0`: a permit covering nothing can only come from a bug in the
     /// caller's accounting.
+    #[inline]
     pub fn try_acquire(&self, units: usize) -> Result<Permit<'_>, TryAcquireError> {
         self.try_take(units)?;
         Ok(Permit::new(self, units))
@@ -245,12 +250,14 @@ impl Semaphore {
     /// # Panics
     ///
     /// If `units == 0`.
+    #[inline]
     pub fn acquire(&self, units: usize) -> Acquire<'_> {
         assert_nonzero(units);
         Acquire::new(self, units)
     }
 
     /// The shared part of every `try_acquire`: one CAS.
+    #[inline]
     pub(crate) fn try_take(&self, units: usize) -> Result<(), TryAcquireError> {
         assert_nonzero(units);
         self.check_fits(units)
@@ -275,6 +282,7 @@ impl Semaphore {
         }
     }
 
+    #[inline]
     pub(crate) fn check_fits(&self, units: usize) -> Result<(), ExceedsCapacity> {
         if units > self.capacity {
             Err(ExceedsCapacity {
@@ -288,6 +296,7 @@ impl Semaphore {
 
     /// Returns `units` units: one `fetch_add`, then the queue is served if parked
     /// requests may now fit.
+    #[inline]
     pub(crate) fn release(&self, units: usize) {
         let prev = self.state.fetch_add(units << SHIFT, Ordering::Release);
         debug_assert!(
@@ -305,6 +314,7 @@ impl Semaphore {
     ///
     /// `node` is pinned: it stays at this address until [`Self::cancel`] has been
     /// called with it (the future's `Drop`), and it is only used with this semaphore.
+    #[inline]
     pub(crate) unsafe fn poll_acquire(
         &self,
         node: &Waiter,
@@ -330,16 +340,17 @@ impl Semaphore {
                 Poll::Ready(done)
             }
             phase::QUEUED => {
-                let waker = waker.clone();
+                let mut waker = Some(waker.clone());
                 self.lock();
-                // SAFETY: we hold the lock. The phase is re-read under it: if still
-                // QUEUED, the node is in the list and its waker is ours to replace.
-                let old = unsafe {
-                    (node.phase.load(Ordering::Relaxed) == phase::QUEUED)
-                        .then(|| node.replace_waker(waker))
-                };
-                self.serve_and_unlock();
-                drop(old); // after unlocking: dropping a waker is user code
+                if node.phase.load(Ordering::Relaxed) == phase::QUEUED {
+                    // SAFETY: we hold the lock, and the phase, re-read under it, says
+                    // the node is in the list: its waker is ours to replace.
+                    waker = unsafe { node.replace_waker(waker.take().unwrap()) };
+                }
+                self.unlock();
+                // After unlocking: dropping a waker (the old one, or the new clone if
+                // the node left the queue meanwhile) is user code.
+                drop(waker);
                 self.finish(node)
             }
             phase::DONE => panic!("`Acquire` polled after completion"),
@@ -377,7 +388,8 @@ impl Semaphore {
         } else {
             node.phase.store(phase::DONE, Ordering::Relaxed);
         }
-        self.serve_and_unlock();
+        // Joining the tail, or taking units, cannot make the head fit.
+        self.unlock();
         match outcome {
             phase::GRANTED => Poll::Ready(Ok(())),
             phase::CLOSED => Poll::Ready(Err(AcquireError::Closed)),
@@ -387,6 +399,7 @@ impl Semaphore {
     }
 
     /// Resolves a node the lock holder has finished with; `Pending` if still queued.
+    #[inline]
     fn finish(&self, node: &Waiter) -> core::task::Poll<Result<(), AcquireError>> {
         use core::task::Poll;
         let result = match node.phase() {
@@ -429,38 +442,53 @@ impl Semaphore {
     ///
     /// Same contract as [`Self::poll_acquire`]; after this returns the node is out
     /// of the list and may be freed.
+    #[inline]
     pub(crate) unsafe fn cancel(&self, node: &Waiter) {
-        let units = node.units;
         match node.phase() {
-            phase::GRANTED => self.release(units),
-            phase::QUEUED => {
-                self.lock();
-                let was = node.phase.load(Ordering::Relaxed);
-                let waker = if was == phase::QUEUED {
-                    // SAFETY: we hold the lock and the node is in the list (QUEUED,
-                    // re-read under the lock).
-                    unsafe {
-                        self.with_queue(|q| {
-                            q.remove(NonNull::from(node));
-                            self.waiters.store(q.len(), Ordering::Relaxed);
-                            if q.is_empty() {
-                                self.state.fetch_and(!QUEUED, Ordering::AcqRel);
-                            }
-                        });
-                        node.take_waker()
-                    }
-                } else {
-                    None
-                };
-                node.phase.store(phase::DONE, Ordering::Relaxed);
-                // If the node was the head, the waiters behind it may fit now.
-                self.serve_and_unlock();
-                drop(waker);
-                if was == phase::GRANTED {
-                    self.release(units);
-                }
-            }
+            phase::GRANTED => self.release(node.units),
+            // SAFETY: the caller's contract.
+            phase::QUEUED => unsafe { self.cancel_queued(node) },
             _ => {}
+        }
+    }
+
+    /// Cancels a node that was parked when last seen.
+    ///
+    /// # Safety
+    /// As [`Self::cancel`].
+    #[inline(never)]
+    unsafe fn cancel_queued(&self, node: &Waiter) {
+        self.lock();
+        // Re-read under the lock: a server may have granted (or closed) it meanwhile.
+        let was = node.phase.load(Ordering::Relaxed);
+        let (waker, was_head) = if was == phase::QUEUED {
+            // SAFETY: we hold the lock and the node is in the list (QUEUED, re-read
+            // under the lock).
+            unsafe {
+                let was_head = self.with_queue(|q| {
+                    let was_head = q.front() == Some(NonNull::from(node));
+                    q.remove(NonNull::from(node));
+                    self.waiters.store(q.len(), Ordering::Relaxed);
+                    if q.is_empty() {
+                        self.state.fetch_and(!QUEUED, Ordering::AcqRel);
+                    }
+                    was_head
+                });
+                (node.take_waker(), was_head)
+            }
+        } else {
+            (None, false)
+        };
+        node.phase.store(phase::DONE, Ordering::Relaxed);
+        if was_head {
+            // The waiters behind it may fit now (Go's canceled-waiter-at-the-front bug).
+            self.serve_and_unlock();
+        } else {
+            self.unlock();
+        }
+        drop(waker); // after unlocking: dropping a waker is user code
+        if was == phase::GRANTED {
+            self.release(node.units);
         }
     }
 
@@ -482,6 +510,20 @@ impl Semaphore {
             .is_err()
         {
             spin_loop();
+        }
+    }
+
+    /// Unlocks after a critical section that cannot have made the head fit: one CAS.
+    /// If someone deferred serving to us meanwhile (`PENDING`), serves first.
+    fn unlock(&self) {
+        // Failure reads `PENDING` with `Acquire`, so serving sees the deferred
+        // release's `fetch_add` (see `lock_or_defer`).
+        if self
+            .lock
+            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Acquire)
+            .is_err()
+        {
+            self.serve_and_unlock();
         }
     }
 
@@ -566,6 +608,7 @@ impl Semaphore {
     }
 }
 
+#[inline]
 pub(crate) fn assert_nonzero(units: usize) {
     assert!(
         units != 0,

@@ -1,25 +1,30 @@
 //! A fixed batch of wakers collected under the queue lock and called after it is
 //! released, so no user code (a waker) ever runs while the lock is held.
 
+use core::mem::MaybeUninit;
 use core::task::Waker;
 
 /// Wakers taken from granted or closed waiters in one pass. The size bounds the
 /// work done per lock hold; a pass that fills it unlocks, wakes, and goes again.
 pub(crate) const WAKE_BATCH: usize = 32;
 
+/// Slots `..len` are initialised, the rest are not. Uninitialised storage keeps
+/// `new` free: a serving pass that grants nobody (the common case) writes nothing.
 pub(crate) struct WakeList {
-    wakers: [Option<Waker>; WAKE_BATCH],
+    wakers: [MaybeUninit<Waker>; WAKE_BATCH],
     len: usize,
 }
 
 impl WakeList {
+    #[inline]
     pub(crate) const fn new() -> Self {
         Self {
-            wakers: [const { None }; WAKE_BATCH],
+            wakers: [const { MaybeUninit::uninit() }; WAKE_BATCH],
             len: 0,
         }
     }
 
+    #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.len == WAKE_BATCH
     }
@@ -29,7 +34,7 @@ impl WakeList {
     pub(crate) fn push(&mut self, waker: Option<Waker>) {
         debug_assert!(!self.is_full());
         if let Some(waker) = waker {
-            self.wakers[self.len] = Some(waker);
+            self.wakers[self.len].write(waker);
             self.len += 1;
         }
     }
@@ -39,7 +44,9 @@ impl WakeList {
             return None;
         }
         self.len -= 1;
-        self.wakers[self.len].take()
+        // SAFETY: slot `len` was initialised (it was below the old `len`) and is no
+        // longer counted, so it is moved out exactly once.
+        Some(unsafe { self.wakers[self.len].assume_init_read() })
     }
 
     /// Wakes every collected waker. If one panics, the rest are still woken while
@@ -55,8 +62,11 @@ impl WakeList {
 }
 
 impl Drop for WakeList {
+    #[inline]
     fn drop(&mut self) {
-        self.wake_all();
+        if self.len != 0 {
+            self.wake_all();
+        }
     }
 }
 

@@ -87,6 +87,7 @@ impl Drop for Fixture {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn cgroup_v2_limit() {
     let f = Fixture::new("v2");
     f.write("memory.max", "536870912\n");
@@ -94,6 +95,7 @@ fn cgroup_v2_limit() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn cgroup_v2_max_means_no_limit_and_v1_is_not_consulted() {
     let f = Fixture::new("v2max");
     f.write("memory.max", "max\n")
@@ -102,6 +104,7 @@ fn cgroup_v2_max_means_no_limit_and_v1_is_not_consulted() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn cgroup_v1_limit() {
     let f = Fixture::new("v1");
     f.write("memory/memory.limit_in_bytes", "1073741824\n");
@@ -109,6 +112,7 @@ fn cgroup_v1_limit() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn cgroup_v1_sentinel_means_no_limit() {
     let f = Fixture::new("v1sentinel");
     f.write("memory/memory.limit_in_bytes", "9223372036854771712\n");
@@ -116,6 +120,7 @@ fn cgroup_v1_sentinel_means_no_limit() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn no_cgroup_files_means_no_limit() {
     let f = Fixture::new("none");
     assert_eq!(memory_limit_in(&f.0), None);
@@ -123,6 +128,7 @@ fn no_cgroup_files_means_no_limit() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn garbage_means_no_limit() {
     let f = Fixture::new("garbage");
     f.write("memory.max", "lots\n");
@@ -130,6 +136,7 @@ fn garbage_means_no_limit() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn a_limit_sizes_a_gate() {
     let f = Fixture::new("sizing");
     f.write("memory.max", "268435456\n"); // 256 MiB
@@ -138,6 +145,7 @@ fn a_limit_sizes_a_gate() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
 fn process_memory_limit_does_not_panic() {
     let _ = admit::process_memory_limit();
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the loom models of loom-tests/ exhaustively (up to the preemption bound), in
+# release with debug assertions, in a target dir of their own.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export RUSTFLAGS="--cfg admit_loom"
+export CARGO_TARGET_DIR="$PWD/target-loom"
+export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
+# A larger bound may be asked for; a smaller one would weaken the models.
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
+if ! [[ "$LOOM_MAX_PREEMPTIONS" =~ ^[0-9]+$ ]] || ((LOOM_MAX_PREEMPTIONS < 3)); then
+    echo "ci/loom.sh: LOOM_MAX_PREEMPTIONS must be at least 3 (got $LOOM_MAX_PREEMPTIONS)" >&2
+    exit 2
+fi
+
+cmd=(cargo test -p admit-loom-tests --release "$@")
+echo "+ RUSTFLAGS=\"$RUSTFLAGS\" CARGO_TARGET_DIR=$CARGO_TARGET_DIR" \
+    "CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=$CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS" \
+    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS ${cmd[*]}"
+"${cmd[@]}"

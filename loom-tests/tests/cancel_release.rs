@@ -1,0 +1,133 @@
+//! Cancel safety: dropping an acquire future at any point — before its first poll,
+//! while parked (at the head), after a grant it was not polled again to see — racing
+//! with a release loses no unit and strands no waiter behind it.
+#![cfg(admit_loom)]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::task::Waker;
+
+use admit::Semaphore;
+use admit_loom_tests::{assert_idle, poll_once, CountingWaker};
+use loom::future::block_on;
+use loom::thread;
+
+/// A future dropped before its first poll took nothing and is in nobody's way.
+#[test]
+fn drop_before_first_poll() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.clone().try_acquire_owned(1).unwrap();
+        let never_polled = semaphore.clone().acquire_owned(1);
+
+        let canceller = thread::spawn(move || drop(never_polled));
+        let waiter = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || drop(block_on(semaphore.acquire(1)).expect("not closed")))
+        };
+        drop(held);
+
+        canceller.join().unwrap();
+        waiter.join().unwrap();
+        assert_idle(&semaphore);
+    });
+}
+
+/// Go's canceled-waiter-at-the-front bug: X (three units) parks at the head and can
+/// never be served while one unit stays held; Y (one unit) parks behind it although
+/// a unit is free. X is re-polled and then dropped while another unit is released
+/// and Y polls: Y must be granted whichever comes first (if the release finds X
+/// still at the head, only the drop can hand Y its unit), and X, which could never
+/// be served, is never woken.
+#[test]
+fn drop_parked_head_serves_the_waiter_behind() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(3));
+        let kept = semaphore.try_acquire(1).unwrap();
+        let released = semaphore.try_acquire(1).unwrap();
+
+        let (x_waker, x_wakes) = CountingWaker::new();
+        let mut x = Box::pin(semaphore.clone().acquire_owned(3));
+        assert!(poll_once(x.as_mut(), &x_waker).is_pending());
+        let mut y = Box::pin(semaphore.acquire(1));
+        assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+        assert_eq!(semaphore.waiters(), 2);
+
+        let (repoll_waker, repoll_wakes) = CountingWaker::new();
+        let canceller = thread::spawn(move || {
+            // Parked: the re-poll only swaps the waker, then the future goes.
+            assert!(poll_once(x.as_mut(), &repoll_waker).is_pending());
+            drop(x);
+        });
+        drop(released);
+        let permit = block_on(y).expect("not closed");
+        assert_eq!(permit.units(), 1);
+        drop(permit);
+
+        canceller.join().unwrap();
+        assert_eq!(
+            x_wakes.wakes() + repoll_wakes.wakes(),
+            0,
+            "X woken needlessly"
+        );
+        drop(kept);
+        assert_idle(&semaphore);
+    });
+}
+
+/// X parks at the head for every unit, Y behind it. The release that can grant X
+/// races with X's drop: the drop may unlink a parked X, meet X mid-grant, or find X
+/// granted and not yet polled; in each case Y is granted and the units come back.
+#[test]
+fn drop_racing_the_grant() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire(2).unwrap();
+
+        let (x_waker, x_wakes) = CountingWaker::new();
+        let mut x = Box::pin(semaphore.clone().acquire_owned(2));
+        assert!(poll_once(x.as_mut(), &x_waker).is_pending());
+        let mut y = Box::pin(semaphore.acquire(1));
+        assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+
+        let canceller = thread::spawn(move || drop(x));
+        drop(held);
+        drop(block_on(y).expect("not closed"));
+
+        canceller.join().unwrap();
+        assert!(x_wakes.wakes() <= 1, "X woken more than once");
+        assert_idle(&semaphore);
+    });
+}
+
+/// Deterministically granted but never polled again: the drop returns X's units
+/// and they reach Y, which is parked behind and polling on another thread.
+#[test]
+fn drop_after_grant_before_repoll() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire(2).unwrap();
+
+        let (x_waker, x_wakes) = CountingWaker::new();
+        let mut x = Box::pin(semaphore.clone().acquire_owned(2));
+        assert!(poll_once(x.as_mut(), &x_waker).is_pending());
+        let mut y = Box::pin(semaphore.clone().acquire_owned(1));
+        assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+
+        drop(held);
+        // X holds both units now, in its node; Y still waits behind.
+        assert_eq!(x_wakes.wakes(), 1);
+        assert_eq!(semaphore.available(), 0);
+        assert_eq!(semaphore.waiters(), 1);
+
+        let canceller = thread::spawn(move || drop(x));
+        let permit = block_on(y).expect("not closed");
+        assert_eq!(permit.units(), 1);
+        drop(permit);
+
+        canceller.join().unwrap();
+        assert_idle(&semaphore);
+    });
+}

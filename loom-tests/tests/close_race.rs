@@ -1,0 +1,101 @@
+//! Close racing with a parked acquire and a release: the acquire ends `Ok` or
+//! `Err(Closed)` and never hangs (close itself wakes it when no release can),
+//! held permits still return their units, and later acquires fail at once.
+#![cfg(admit_loom)]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::task::{Poll, Waker};
+
+use admit::{AcquireError, Semaphore, TryAcquireError};
+use admit_loom_tests::{assert_idle, poll_once};
+use loom::future::block_on;
+use loom::thread;
+
+/// Which outcomes of the acquire some interleaving produced, across all of them.
+static GRANTED_SEEN: AtomicBool = AtomicBool::new(false);
+static CLOSED_SEEN: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn close_races_parked_acquire_and_release() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+
+        let waiter = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || match block_on(semaphore.acquire(1)) {
+                Ok(permit) => {
+                    GRANTED_SEEN.store(true, Ordering::Relaxed);
+                    assert_eq!(semaphore.available(), 0);
+                    drop(permit);
+                }
+                Err(AcquireError::Closed) => CLOSED_SEEN.store(true, Ordering::Relaxed),
+                Err(e) => panic!("unexpected {e:?}"),
+            })
+        };
+        let closer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.close())
+        };
+        // A held permit outlives the close and still returns its unit.
+        drop(held);
+
+        waiter.join().unwrap();
+        closer.join().unwrap();
+
+        assert!(semaphore.is_closed());
+        assert_eq!(
+            semaphore.try_acquire(1).unwrap_err(),
+            TryAcquireError::Closed
+        );
+        let mut late = Box::pin(semaphore.acquire(1));
+        assert!(matches!(
+            poll_once(late.as_mut(), Waker::noop()),
+            Poll::Ready(Err(AcquireError::Closed))
+        ));
+        drop(late);
+        assert_idle(&semaphore);
+    });
+    // The model is only worth something if both endings were explored.
+    assert!(
+        GRANTED_SEEN.load(Ordering::Relaxed),
+        "no interleaving granted the acquire"
+    );
+    assert!(
+        CLOSED_SEEN.load(Ordering::Relaxed),
+        "no interleaving closed the acquire"
+    );
+}
+
+/// The waiter cannot be granted (one unit stays held throughout), so only the close
+/// can end it, whether it lands before the waiter parks, while it parks, or after;
+/// a release racing with both must not swallow that wake-up.
+#[test]
+fn close_alone_wakes_a_waiter_that_cannot_be_granted() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let kept = semaphore.try_acquire(1).unwrap();
+        let released = semaphore.clone().try_acquire_owned(1).unwrap();
+
+        let closer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.close())
+        };
+        let releaser = thread::spawn(move || drop(released));
+        assert_eq!(
+            block_on(semaphore.acquire(2)).unwrap_err(),
+            AcquireError::Closed
+        );
+
+        closer.join().unwrap();
+        releaser.join().unwrap();
+        assert_eq!(semaphore.available(), 1);
+        // Held across the close, the permit still returns its unit.
+        drop(kept);
+        assert_idle(&semaphore);
+    });
+}
