@@ -5,8 +5,8 @@
 //! # Shape of a model
 //!
 //! Two or three loom threads, each running a small actor (`loom::future::block_on`
-//! or a hand-driven [`poll_once`]), one property per file, and the resting
-//! invariant ([`assert_idle`]) checked once every thread is joined.
+//! or a hand-driven `poll_once`), one property per file, and the resting
+//! invariant (`assert_idle`) checked once every thread is joined.
 //!
 //! Enqueueing, re-polling a parked future and dropping one take the semaphore's
 //! short queue lock by spinning (`lock()` in `semaphore.rs`); releases and `close`
