@@ -1,0 +1,848 @@
+//! A reference model of the gate contract and a deterministic replay against the
+//! real [`admit::Gate`], on the manual clock of `tests/support/manual_timer.rs`
+//! and the hand-fired signal of `tests/support/signal.rs` (both included by path,
+//! so the fuzz target `gate_ops` can use them too).
+//!
+//! The model is the semaphore model (a counter and a FIFO queue) plus, per waiter,
+//! the instant it parked, its deadline (`min(ceiling, wait budget)` later) and its
+//! cancellation signal. A poll is resolved in the gate's documented order: oversize
+//! (`ExceedsCapacity`, at once); the caller's signal (`Cancelled`, not counted,
+//! units granted meanwhile returned); the semaphore (a grant wins over a deadline
+//! reached in the same poll; `Closed`); then the deadline (`Busy`, one shed for the
+//! call's source). `try_acquire` that finds no units is a shed with a zero wait.
+//!
+//! After every step it checks: the observer's events of that step are exactly the
+//! model's (`on_admit` / `on_release` / `on_shed`, with source, units and the wait
+//! or hold time on the manual clock), so shed counts per source agree; the gauge
+//! the observer keeps (`+units` at admit, `−units` at release) equals the units in
+//! permits and never exceeds the capacity; `in_use()`, `waiters()`, `is_closed()`
+//! agree with the model; a `Busy` carries the `retry_after()` the gate reports
+//! right after, within its bounds; and every live waiter's waker (a fresh one per
+//! poll) was called exactly once per event that concerns it since its last poll (a
+//! grant or close by the semaphore, its deadline passing, its signal firing): no
+//! lost wake-up, no needless one. At the end everything is drained and all units
+//! must be back, and no retired waker may have been called or still be held.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use admit::{Gate, GateAcquire, GateError, GatePermit, Observer, Source};
+use arbitrary::{Arbitrary, Unstructured};
+
+#[path = "../support/manual_timer.rs"]
+mod manual_timer;
+#[path = "../support/signal.rs"]
+mod signal;
+
+use manual_timer::ManualTimer;
+use signal::{Fired, Trigger};
+
+admit::sources! {
+    /// The call sites of the replayed gate.
+    pub enum Site {
+        A => "a",
+        B => "b",
+        C => "c",
+    }
+}
+
+/// At most this many gate acquires are alive at once.
+pub const MAX_LIVE_WAITERS: usize = 48;
+
+/// One step of a replayed gate sequence. Indices are taken modulo the number of
+/// live waiters (or held permits); a step with nothing to act on does nothing.
+#[derive(Arbitrary, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateOp {
+    /// Creates `gate.acquire(units, site)` with an `until` signal, and with
+    /// `.ceiling(ms)` if given (`ceiling % 80` ms: zero, below and above the
+    /// budget); not polled yet. Raw units `0..224` map onto `1..=capacity`,
+    /// `224..=255` to more than the capacity.
+    Acquire {
+        /// Raw units.
+        units: u8,
+        /// Raw site, `% 3`.
+        site: u8,
+        /// Raw ceiling in ms, `% 80`.
+        ceiling: Option<u8>,
+    },
+    /// `gate.try_acquire(units, site)`.
+    TryAcquire {
+        /// Raw units, as for `Acquire`.
+        units: u8,
+        /// Raw site, `% 3`.
+        site: u8,
+    },
+    /// Polls a live waiter (with a fresh waker).
+    Poll(u8),
+    /// Drops a live waiter, in whatever phase it is.
+    Drop(u8),
+    /// Fires a live waiter's cancellation signal.
+    Fire(u8),
+    /// Advances the manual clock by `ms % 40` milliseconds.
+    Advance(u8),
+    /// Releases a held permit, by `release()` if `explicit`, else by dropping it.
+    Release {
+        /// Which permit.
+        permit: u8,
+        /// Call `release()` rather than drop.
+        explicit: bool,
+    },
+    /// Polls every waiter whose waker was called since its last poll.
+    RunWoken,
+    /// `gate.close()`.
+    Close,
+}
+
+/// A decoded gate input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateCase {
+    /// Raw capacity; the gate gets `1 + capacity % 8`.
+    pub capacity: u8,
+    /// Raw wait budget; the gate gets `1 + budget % 64` ms.
+    pub budget: u8,
+    /// The operations, in order.
+    pub ops: Vec<GateOp>,
+}
+
+impl GateCase {
+    /// Decodes fuzzer bytes: capacity, budget, then [`GateOp`]s until the bytes run
+    /// out. `None` if fewer than two bytes.
+    pub fn decode(data: &[u8]) -> Option<GateCase> {
+        let [capacity, budget, rest @ ..] = data else {
+            return None;
+        };
+        let mut u = Unstructured::new(rest);
+        let mut ops = Vec::new();
+        while !u.is_empty() {
+            ops.push(GateOp::arbitrary(&mut u).ok()?);
+        }
+        Some(GateCase {
+            capacity: *capacity,
+            budget: *budget,
+            ops,
+        })
+    }
+}
+
+/// What a gate replay did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GateStats {
+    /// Operations applied (including the final drain).
+    pub ops: usize,
+    /// Acquires admitted on their first poll.
+    pub immediate_admits: usize,
+    /// Acquires admitted after parking.
+    pub parked_admits: usize,
+    /// Admitted although the deadline had also passed (the grant wins the tie).
+    pub admits_at_deadline: usize,
+    /// Budget or ceiling expiries (sheds) of parked acquires.
+    pub sheds: usize,
+    /// Sheds on the first poll (a zero ceiling).
+    pub sheds_at_once: usize,
+    /// `try_acquire` refusals (sheds with zero wait).
+    pub try_sheds: usize,
+    /// `try_acquire` admissions.
+    pub try_admits: usize,
+    /// `Cancelled` outcomes.
+    pub cancels: usize,
+    /// `Cancelled` while the semaphore had already granted the units.
+    pub cancels_after_grant: usize,
+    /// `Closed` outcomes.
+    pub closed: usize,
+    /// `ExceedsCapacity` outcomes.
+    pub oversize: usize,
+    /// Waiters woken by their deadline.
+    pub deadline_wakes: usize,
+    /// Waiters dropped while parked or granted.
+    pub dropped_parked_or_granted: usize,
+}
+
+/// Decodes `data` as a [`GateCase`] and replays it; `None` if it does not decode.
+pub fn replay_gate_bytes(data: &[u8]) -> Option<GateStats> {
+    Some(replay_gate(&GateCase::decode(data)?))
+}
+
+/// Replays a gate case against the model (see the module docs).
+///
+/// # Panics
+///
+/// On the first disagreement.
+pub fn replay_gate(case: &GateCase) -> GateStats {
+    let capacity = 1 + usize::from(case.capacity % 8);
+    let budget = Duration::from_millis(1 + u64::from(case.budget % 64));
+    let timer = ManualTimer::new();
+    let obs = Arc::new(Recorder::default());
+    let gate = Gate::builder(capacity)
+        .wait_budget(budget)
+        .max_units(1)
+        .timer(timer.clone())
+        .observer(Arc::clone(&obs))
+        .build()
+        .expect("a valid gate configuration");
+    let labels: Vec<&'static str> = Site::ALL.iter().map(|s| s.label()).collect();
+    assert_eq!(obs.take(), vec![Event::Start(capacity, labels)], "on_start");
+    let mut h = GateHarness {
+        gate: &gate,
+        timer: &timer,
+        obs: &obs,
+        capacity,
+        budget,
+        now: Duration::ZERO,
+        available: capacity,
+        closed: false,
+        queue: VecDeque::new(),
+        waiters: Vec::new(),
+        permits: Vec::new(),
+        retired: Vec::new(),
+        expected_events: Vec::new(),
+        next_key: 0,
+        step: 0,
+        last_op: None,
+        stats: GateStats::default(),
+    };
+    h.check();
+    for &op in &case.ops {
+        h.apply(op);
+    }
+    h.drain();
+    h.stats
+}
+
+/// One observer call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `on_start(capacity, labels)`.
+    Start(usize, Vec<&'static str>),
+    /// `on_admit(source, units, waited)`.
+    Admit(&'static str, usize, Duration),
+    /// `on_release(source, units, held)`.
+    Release(&'static str, usize, Duration),
+    /// `on_shed(source, units, waited)`.
+    Shed(&'static str, usize, Duration),
+}
+
+/// Records events and keeps an in-use gauge the way a metrics observer would.
+#[derive(Debug, Default)]
+struct Recorder {
+    events: Mutex<Vec<Event>>,
+    gauge: AtomicUsize,
+    max_gauge: AtomicUsize,
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<Event> {
+        core::mem::take(&mut *self.events.lock().unwrap())
+    }
+
+    fn push(&self, event: Event) {
+        self.events.lock().unwrap().push(event);
+    }
+}
+
+impl Observer for Recorder {
+    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
+        self.push(Event::Start(capacity, sources.to_vec()));
+    }
+
+    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
+        let now = self.gauge.fetch_add(units, Ordering::SeqCst) + units;
+        self.max_gauge.fetch_max(now, Ordering::SeqCst);
+        self.push(Event::Admit(source, units, waited));
+    }
+
+    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
+        self.gauge.fetch_sub(units, Ordering::SeqCst);
+        self.push(Event::Release(source, units, held));
+    }
+
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
+        self.push(Event::Shed(source, units, waited));
+    }
+}
+
+#[derive(Debug, Default)]
+struct CountingWaker(AtomicUsize);
+
+impl CountingWaker {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+type Fut<'g> = Pin<Box<GateAcquire<'g, Site, ManualTimer, Arc<Recorder>, Fired>>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Never polled.
+    Fresh,
+    /// Parked in the semaphore's queue.
+    Parked,
+    /// Granted by the semaphore, not yet polled to see it.
+    Granted,
+    /// Closed by the semaphore, not yet polled to see it.
+    Closed,
+}
+
+struct GWaiter<'g> {
+    key: u64,
+    fut: Fut<'g>,
+    units: usize,
+    site: Site,
+    max_wait: Duration,
+    trigger: Trigger,
+    fired: bool,
+    phase: Phase,
+    /// When it parked.
+    start: Duration,
+    /// The sleep is registered with the timer and not yet woken by it.
+    sleep_armed: bool,
+    /// The signal holds this waiter's waker and has not fired.
+    signal_armed: bool,
+    /// A fresh waker per poll, so its count is the wakes since the last poll.
+    waker: Arc<CountingWaker>,
+    expected_wakes: usize,
+}
+
+struct GPermit {
+    permit: GatePermit<Site>,
+    admitted_at: Duration,
+}
+
+struct GateHarness<'g> {
+    gate: &'g Gate<Site, ManualTimer, Arc<Recorder>>,
+    timer: &'g ManualTimer,
+    obs: &'g Arc<Recorder>,
+    capacity: usize,
+    budget: Duration,
+    now: Duration,
+    available: usize,
+    closed: bool,
+    queue: VecDeque<u64>,
+    waiters: Vec<GWaiter<'g>>,
+    permits: Vec<GPermit>,
+    retired: Vec<(Arc<CountingWaker>, usize)>,
+    expected_events: Vec<Event>,
+    next_key: u64,
+    step: usize,
+    last_op: Option<GateOp>,
+    stats: GateStats,
+}
+
+impl<'g> GateHarness<'g> {
+    fn units(&self, raw: u8) -> usize {
+        let raw = usize::from(raw);
+        if raw >= 224 {
+            self.capacity + 1 + raw % 2
+        } else {
+            1 + raw % self.capacity
+        }
+    }
+
+    fn apply(&mut self, op: GateOp) {
+        self.step += 1;
+        self.last_op = Some(op);
+        self.stats.ops += 1;
+        match op {
+            GateOp::Acquire {
+                units,
+                site,
+                ceiling,
+            } => self.acquire(self.units(units), site, ceiling),
+            GateOp::TryAcquire { units, site } => self.try_acquire(self.units(units), site),
+            GateOp::Poll(i) => {
+                if let Some(i) = pick(i, self.waiters.len()) {
+                    self.poll(i);
+                }
+            }
+            GateOp::Drop(i) => {
+                if let Some(i) = pick(i, self.waiters.len()) {
+                    self.drop_waiter(i);
+                }
+            }
+            GateOp::Fire(i) => {
+                if let Some(i) = pick(i, self.waiters.len()) {
+                    self.fire(i);
+                }
+            }
+            GateOp::Advance(ms) => self.advance(Duration::from_millis(u64::from(ms % 40))),
+            GateOp::Release { permit, explicit } => {
+                if let Some(i) = pick(permit, self.permits.len()) {
+                    self.release(i, explicit);
+                }
+            }
+            GateOp::RunWoken => self.run_woken(),
+            GateOp::Close => self.close(),
+        }
+        self.check();
+    }
+
+    fn acquire(&mut self, units: usize, site: u8, ceiling: Option<u8>) {
+        if self.waiters.len() >= MAX_LIVE_WAITERS {
+            return;
+        }
+        let site = Site::ALL[usize::from(site) % Site::ALL.len()];
+        let trigger = Trigger::new();
+        let mut fut = self.gate.acquire(units, site);
+        let mut max_wait = self.budget;
+        if let Some(c) = ceiling {
+            let c = Duration::from_millis(u64::from(c % 80));
+            fut = fut.ceiling(c);
+            max_wait = max_wait.min(c);
+        }
+        let fut = Box::pin(fut.until(trigger.fired()));
+        self.expect(fut.max_wait() == max_wait, || "max_wait()".into());
+        self.waiters.push(GWaiter {
+            key: self.next_key,
+            fut,
+            units,
+            site,
+            max_wait,
+            trigger,
+            fired: false,
+            phase: Phase::Fresh,
+            start: Duration::ZERO,
+            sleep_armed: false,
+            signal_armed: false,
+            waker: Arc::new(CountingWaker::default()),
+            expected_wakes: 0,
+        });
+        self.next_key += 1;
+    }
+
+    fn try_acquire(&mut self, units: usize, site: u8) {
+        let site = Site::ALL[usize::from(site) % Site::ALL.len()];
+        let got = self.gate.try_acquire(units, site);
+        let oversize = units > self.capacity;
+        match got {
+            Err(GateError::ExceedsCapacity(e)) if oversize => {
+                self.expect(e.requested == units && e.capacity == self.capacity, || {
+                    format!("{e:?}")
+                });
+                self.stats.oversize += 1;
+            }
+            Err(GateError::Closed) if self.closed && !oversize => self.stats.closed += 1,
+            Err(GateError::Busy { retry_after })
+                if !oversize
+                    && !self.closed
+                    && (!self.queue.is_empty() || self.available < units) =>
+            {
+                self.check_retry_after(retry_after);
+                self.expected_events
+                    .push(Event::Shed(site.label(), units, Duration::ZERO));
+                self.stats.try_sheds += 1;
+            }
+            Ok(permit)
+                if !oversize
+                    && !self.closed
+                    && self.queue.is_empty()
+                    && self.available >= units =>
+            {
+                self.available -= units;
+                self.expected_events
+                    .push(Event::Admit(site.label(), units, Duration::ZERO));
+                self.stats.try_admits += 1;
+                self.take_permit(permit, units, site);
+            }
+            other => self.fail(&format!(
+                "try_acquire({units}) returned {:?}; model: available {}, queued {}, closed {}",
+                other.map(|p| p.units()),
+                self.available,
+                self.queue.len(),
+                self.closed
+            )),
+        }
+    }
+
+    fn take_permit(&mut self, permit: GatePermit<Site>, units: usize, site: Site) {
+        self.expect(permit.units() == units && permit.source() == site, || {
+            format!("{permit:?} for {units} units from {site:?}")
+        });
+        self.expect(permit.held_for() == Duration::ZERO, || {
+            "held_for() at admission".into()
+        });
+        self.permits.push(GPermit {
+            permit,
+            admitted_at: self.now,
+        });
+    }
+
+    fn check_retry_after(&self, retry_after: Duration) {
+        let (min, max) = self.gate.retry_after_bounds();
+        self.expect(
+            retry_after > Duration::ZERO && (min..=max).contains(&retry_after),
+            || format!("retry_after {retry_after:?} outside {min:?}..={max:?}"),
+        );
+        let now = self.gate.retry_after();
+        self.expect(retry_after == now, || {
+            format!("Busy carried {retry_after:?}, the gate now says {now:?}")
+        });
+    }
+
+    fn poll(&mut self, i: usize) {
+        // A fresh waker for every poll: the old one is retired with its count.
+        let w = &mut self.waiters[i];
+        let old = core::mem::replace(&mut w.waker, Arc::new(CountingWaker::default()));
+        let (count, expected) = (old.count(), w.expected_wakes);
+        w.expected_wakes = 0;
+        self.expect(count == expected, || {
+            format!("waker woken {count} times before the poll, expected {expected}")
+        });
+        self.retired.push((old, count));
+
+        let w = &mut self.waiters[i];
+        let waker = Waker::from(Arc::clone(&w.waker));
+        let result = w.fut.as_mut().poll(&mut Context::from_waker(&waker));
+        drop(waker);
+        let (key, units, site, phase, fired, start, max_wait) = (
+            w.key, w.units, w.site, w.phase, w.fired, w.start, w.max_wait,
+        );
+        let label = site.label();
+        let oversize = units > self.capacity;
+        let expired = phase != Phase::Fresh && self.now >= start + max_wait;
+        match (phase, result) {
+            (Phase::Fresh, Poll::Ready(Err(GateError::ExceedsCapacity(e)))) if oversize => {
+                self.expect(e.requested == units && e.capacity == self.capacity, || {
+                    format!("{e:?}")
+                });
+                self.stats.oversize += 1;
+                self.finish(i);
+            }
+            (_, Poll::Ready(Err(GateError::Cancelled))) if fired && !oversize => {
+                match phase {
+                    Phase::Parked => self.leave_queue(key),
+                    Phase::Granted => {
+                        self.stats.cancels_after_grant += 1;
+                        self.available += units;
+                        self.serve();
+                    }
+                    Phase::Fresh | Phase::Closed => {}
+                }
+                self.stats.cancels += 1;
+                self.finish(i);
+            }
+            (Phase::Fresh, Poll::Ready(Err(GateError::Closed)))
+                if self.closed && !fired && !oversize =>
+            {
+                self.stats.closed += 1;
+                self.finish(i);
+            }
+            (Phase::Fresh, Poll::Ready(Ok(permit)))
+                if !fired
+                    && !oversize
+                    && !self.closed
+                    && self.queue.is_empty()
+                    && self.available >= units =>
+            {
+                self.available -= units;
+                self.expected_events
+                    .push(Event::Admit(label, units, Duration::ZERO));
+                self.stats.immediate_admits += 1;
+                self.take_permit(permit, units, site);
+                self.finish(i);
+            }
+            (Phase::Fresh, Poll::Ready(Err(GateError::Busy { retry_after })))
+                if !fired
+                    && !oversize
+                    && !self.closed
+                    && (!self.queue.is_empty() || self.available < units)
+                    && max_wait == Duration::ZERO =>
+            {
+                // Parked, and the zero wait expired at once: it left the queue
+                // (it was last, so nobody behind it is served) before `on_shed`.
+                self.check_retry_after(retry_after);
+                self.expected_events
+                    .push(Event::Shed(label, units, Duration::ZERO));
+                self.stats.sheds += 1;
+                self.stats.sheds_at_once += 1;
+                self.finish(i);
+            }
+            (Phase::Fresh, Poll::Pending)
+                if !fired
+                    && !oversize
+                    && !self.closed
+                    && (!self.queue.is_empty() || self.available < units)
+                    && max_wait > Duration::ZERO =>
+            {
+                let now = self.now;
+                let w = &mut self.waiters[i];
+                w.phase = Phase::Parked;
+                w.start = now;
+                w.sleep_armed = true;
+                w.signal_armed = true;
+                self.queue.push_back(key);
+            }
+            (Phase::Granted, Poll::Ready(Ok(permit))) if !fired => {
+                let waited = self.now - start;
+                self.expected_events
+                    .push(Event::Admit(label, units, waited));
+                self.stats.parked_admits += 1;
+                if expired {
+                    self.stats.admits_at_deadline += 1;
+                }
+                self.take_permit(permit, units, site);
+                self.finish(i);
+            }
+            (Phase::Closed, Poll::Ready(Err(GateError::Closed))) if !fired => {
+                self.stats.closed += 1;
+                self.finish(i);
+            }
+            (Phase::Parked, Poll::Ready(Err(GateError::Busy { retry_after })))
+                if !fired && expired =>
+            {
+                self.leave_queue(key);
+                self.check_retry_after(retry_after);
+                self.expected_events
+                    .push(Event::Shed(label, units, self.now - start));
+                self.stats.sheds += 1;
+                self.finish(i);
+            }
+            (Phase::Parked, Poll::Pending) if !fired && !expired => {
+                let w = &mut self.waiters[i];
+                w.sleep_armed = true;
+                w.signal_armed = true;
+            }
+            (phase, other) => self.fail(&format!(
+                "waiter #{key} ({units} units, max wait {max_wait:?}, model phase {phase:?}, \
+                 fired {fired}, expired {expired}) polled: {:?}; model: available {}, \
+                 queued {}, closed {}, now {:?}",
+                other.map(|r| r.map(|p| p.units())),
+                self.available,
+                self.queue.len(),
+                self.closed,
+                self.now
+            )),
+        }
+    }
+
+    /// Removes a waiter whose future completed.
+    fn finish(&mut self, i: usize) {
+        let w = self.waiters.remove(i);
+        let count = w.waker.count();
+        self.expect(count == 0, || {
+            format!("waker called {count} times during its own poll")
+        });
+        drop(w.fut);
+        drop(w.trigger);
+        self.retired.push((w.waker, 0));
+    }
+
+    fn leave_queue(&mut self, key: u64) {
+        let at = self
+            .queue
+            .iter()
+            .position(|&k| k == key)
+            .expect("model: parked waiter not queued");
+        self.queue.remove(at);
+        self.serve();
+    }
+
+    fn drop_waiter(&mut self, i: usize) {
+        let w = self.waiters.remove(i);
+        drop(w.fut);
+        match w.phase {
+            Phase::Parked => {
+                self.stats.dropped_parked_or_granted += 1;
+                self.leave_queue(w.key);
+            }
+            Phase::Granted => {
+                self.stats.dropped_parked_or_granted += 1;
+                self.available += w.units;
+                self.serve();
+            }
+            Phase::Fresh | Phase::Closed => {}
+        }
+        let count = w.waker.count();
+        self.expect(count == w.expected_wakes, || {
+            format!(
+                "dropped waiter woken {count} times, expected {}",
+                w.expected_wakes
+            )
+        });
+        drop(w.trigger);
+        self.retired.push((w.waker, count));
+    }
+
+    fn fire(&mut self, i: usize) {
+        let w = &mut self.waiters[i];
+        w.trigger.fire();
+        w.fired = true;
+        if w.signal_armed {
+            w.signal_armed = false;
+            w.expected_wakes += 1;
+        }
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.timer.advance(by);
+        self.now += by;
+        let now = self.now;
+        for w in &mut self.waiters {
+            if w.sleep_armed && now >= w.start + w.max_wait {
+                w.sleep_armed = false;
+                w.expected_wakes += 1;
+                self.stats.deadline_wakes += 1;
+            }
+        }
+    }
+
+    fn release(&mut self, i: usize, explicit: bool) {
+        let GPermit {
+            permit,
+            admitted_at,
+        } = self.permits.remove(i);
+        let (units, site) = (permit.units(), permit.source());
+        let held = self.now - admitted_at;
+        self.expect(permit.held_for() == held, || "held_for()".into());
+        if explicit {
+            permit.release();
+        } else {
+            drop(permit);
+        }
+        self.expected_events
+            .push(Event::Release(site.label(), units, held));
+        self.available += units;
+        self.serve();
+    }
+
+    fn close(&mut self) {
+        self.gate.close();
+        self.closed = true;
+        while let Some(key) = self.queue.pop_front() {
+            let w = self.waiter_mut(key);
+            w.phase = Phase::Closed;
+            w.expected_wakes += 1;
+        }
+    }
+
+    fn serve(&mut self) {
+        while let Some(&key) = self.queue.front() {
+            let units = self.waiter_mut(key).units;
+            if units > self.available {
+                break;
+            }
+            self.queue.pop_front();
+            self.available -= units;
+            let w = self.waiter_mut(key);
+            w.phase = Phase::Granted;
+            w.expected_wakes += 1;
+        }
+    }
+
+    fn run_woken(&mut self) {
+        let woken: Vec<u64> = self
+            .waiters
+            .iter()
+            .filter(|w| w.waker.count() > 0)
+            .map(|w| w.key)
+            .collect();
+        for key in woken {
+            let i = self
+                .waiters
+                .iter()
+                .position(|w| w.key == key)
+                .expect("woken waiter vanished");
+            self.poll(i);
+        }
+    }
+
+    fn waiter_mut(&mut self, key: u64) -> &mut GWaiter<'g> {
+        self.waiters
+            .iter_mut()
+            .find(|w| w.key == key)
+            .expect("model: queued key has no live waiter")
+    }
+
+    fn check(&mut self) {
+        let events = self.obs.take();
+        let expected = core::mem::take(&mut self.expected_events);
+        self.expect(events == expected, || {
+            format!("observer saw {events:?}, model expected {expected:?}")
+        });
+        let held: usize = self.permits.iter().map(|p| p.permit.units()).sum();
+        let gauge = self.obs.gauge.load(Ordering::SeqCst);
+        let max_gauge = self.obs.max_gauge.load(Ordering::SeqCst);
+        self.expect(gauge == held && max_gauge <= self.capacity, || {
+            format!("observer gauge {gauge} (max {max_gauge}), {held} units in permits")
+        });
+        let in_use = self.gate.in_use();
+        self.expect(in_use == self.capacity - self.available, || {
+            format!("in_use() is {in_use}, model available {}", self.available)
+        });
+        let waiters = self.gate.waiters();
+        self.expect(waiters == self.queue.len(), || {
+            format!("waiters() is {waiters}, model has {}", self.queue.len())
+        });
+        self.expect(self.gate.is_closed() == self.closed, || {
+            "is_closed()".into()
+        });
+        self.expect(self.timer.now() == self.now, || "clock".into());
+        for w in &self.waiters {
+            let count = w.waker.count();
+            self.expect(count == w.expected_wakes, || {
+                format!(
+                    "waiter #{} ({} units, phase {:?}, fired {}) woken {count} times since \
+                     its last poll, expected {}",
+                    w.key, w.units, w.phase, w.fired, w.expected_wakes
+                )
+            });
+        }
+    }
+
+    fn drain(&mut self) {
+        self.apply(GateOp::RunWoken);
+        while !self.waiters.is_empty() {
+            self.apply(GateOp::Drop(0));
+        }
+        while !self.permits.is_empty() {
+            self.apply(GateOp::Release {
+                permit: 0,
+                explicit: false,
+            });
+        }
+        self.expect(self.gate.in_use() == 0 && self.gate.waiters() == 0, || {
+            "units or waiters left after the drain".into()
+        });
+        self.expect(self.timer.pending_sleeps() == 0, || "sleeps left".into());
+        for (waker, count) in &self.retired {
+            let now = waker.count();
+            self.expect(now == *count, || {
+                format!("a retired waker was called after retirement ({count} -> {now})")
+            });
+            self.expect(Arc::strong_count(waker) == 1, || {
+                "a retired waker is still held".into()
+            });
+        }
+    }
+
+    fn expect(&self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.fail(&what());
+        }
+    }
+
+    fn fail(&self, what: &str) -> ! {
+        panic!(
+            "gate model disagrees at step {} ({:?}), capacity {}, budget {:?}: {what}",
+            self.step, self.last_op, self.capacity, self.budget
+        );
+    }
+}
+
+fn pick(raw: u8, len: usize) -> Option<usize> {
+    (len > 0).then(|| usize::from(raw) % len)
+}
