@@ -144,8 +144,27 @@ fn a_limit_sizes_a_gate() {
     assert_eq!(Capacity::from_memory_budget(limit, 64 << 20).units(), 4);
 }
 
+/// cgroup v1 has no "max": values from 2^60 up are its ways of saying "no limit".
 #[test]
 #[cfg_attr(miri, ignore = "miri isolates the file system")]
-fn process_memory_limit_does_not_panic() {
-    let _ = admit::process_memory_limit();
+fn cgroup_v1_unlimited_starts_exactly_at_two_to_the_sixty() {
+    let f = Fixture::new("v1floor");
+    f.write("memory/memory.limit_in_bytes", &format!("{}\n", 1u64 << 60));
+    assert_eq!(memory_limit_in(&f.0), None);
+    let g = Fixture::new("v1belowfloor");
+    g.write(
+        "memory/memory.limit_in_bytes",
+        &format!("{}\n", (1u64 << 60) - 1),
+    );
+    assert_eq!(memory_limit_in(&g.0), Some((1 << 60) - 1));
+}
+
+/// The process reads its own cgroup mount, `/sys/fs/cgroup`.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn the_process_limit_is_read_from_sys_fs_cgroup() {
+    assert_eq!(
+        admit::process_memory_limit(),
+        memory_limit_in(std::path::Path::new("/sys/fs/cgroup"))
+    );
 }

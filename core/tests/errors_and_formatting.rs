@@ -1,0 +1,137 @@
+//! What errors and diagnostics say: `GateError`'s classification, messages and
+//! `io::Error` kinds, `Retry-After` rounding, and the `Debug`/`Display` output of
+//! the public types (an operator reads these in logs).
+
+mod support;
+
+use std::io::ErrorKind;
+use std::sync::Arc;
+use std::time::Duration;
+
+use admit::{whole_seconds_up, Capacity, ExceedsCapacity, Gate, GateError, Semaphore};
+use support::{ManualTimer, Src};
+
+const OVERSIZE: ExceedsCapacity = ExceedsCapacity {
+    requested: 3,
+    capacity: 2,
+};
+
+fn busy(secs: f64) -> GateError {
+    GateError::Busy {
+        retry_after: Duration::from_secs_f64(secs),
+    }
+}
+
+#[test]
+fn only_busy_is_a_shed_and_carries_a_retry_after() {
+    assert!(busy(2.0).is_shed());
+    assert_eq!(busy(2.0).retry_after(), Some(Duration::from_secs(2)));
+    for other in [
+        GateError::Cancelled,
+        GateError::ExceedsCapacity(OVERSIZE),
+        GateError::Closed,
+    ] {
+        assert!(!other.is_shed(), "{other:?}");
+        assert_eq!(other.retry_after(), None, "{other:?}");
+    }
+}
+
+#[test]
+fn gate_errors_read_as_an_operator_would_want() {
+    assert_eq!(
+        busy(1.2).to_string(),
+        "admission gate busy: wait budget expired before units were free; retry after 2s"
+    );
+    assert_eq!(
+        GateError::Cancelled.to_string(),
+        "admission wait cancelled by the caller"
+    );
+    assert_eq!(
+        GateError::ExceedsCapacity(OVERSIZE).to_string(),
+        "admission gate misconfigured: request for 3 units exceeds the capacity of 2 units \
+         and can never be granted"
+    );
+    assert_eq!(
+        GateError::Closed.to_string(),
+        "admission gate closed: the server is shutting down"
+    );
+}
+
+#[test]
+fn gate_errors_map_to_fitting_io_error_kinds() {
+    let kind = |e: GateError| std::io::Error::from(e).kind();
+    assert_eq!(kind(busy(1.0)), ErrorKind::WouldBlock);
+    assert_eq!(kind(GateError::Cancelled), ErrorKind::Interrupted);
+    assert_eq!(
+        kind(GateError::ExceedsCapacity(OVERSIZE)),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(kind(GateError::Closed), ErrorKind::NotConnected);
+    let io = std::io::Error::from(GateError::Closed);
+    assert_eq!(io.to_string(), GateError::Closed.to_string());
+}
+
+#[test]
+fn retry_after_rounds_up_to_whole_seconds_and_is_never_zero() {
+    let cases = [
+        (Duration::ZERO, 1),
+        (Duration::from_nanos(1), 1),
+        (Duration::from_millis(300), 1),
+        (Duration::from_secs(1), 1),
+        (Duration::from_millis(1200), 2),
+        (Duration::from_secs(5), 5),
+        (Duration::new(5, 1), 6),
+        (Duration::MAX, u64::MAX),
+    ];
+    for (d, secs) in cases {
+        assert_eq!(whole_seconds_up(d), secs, "{d:?}");
+    }
+}
+
+#[test]
+fn semaphore_types_debug_their_units() {
+    let sem = Arc::new(Semaphore::new(3));
+    assert_eq!(format!("{:?}", sem.acquire(2)), "Acquire { units: 2, .. }");
+    assert_eq!(
+        format!("{:?}", sem.clone().acquire_owned(1)),
+        "AcquireOwned { units: 1, .. }"
+    );
+    assert_eq!(
+        format!("{:?}", sem.try_acquire(2).unwrap()),
+        "Permit { units: 2, .. }"
+    );
+    assert_eq!(
+        format!("{:?}", sem.clone().try_acquire_owned(3).unwrap()),
+        "OwnedPermit { units: 3, .. }"
+    );
+}
+
+#[test]
+fn capacity_says_where_it_came_from() {
+    assert_eq!(Capacity::from(4).to_string(), "4 units");
+    assert_eq!(
+        Capacity::from_memory_budget(1000, 300).to_string(),
+        "3 units (from a memory budget)"
+    );
+}
+
+#[test]
+fn gate_and_builder_debug_their_configuration() {
+    let builder = Gate::<Src, _, _>::builder(4)
+        .wait_budget(Duration::from_secs(2))
+        .max_units(2)
+        .timer(ManualTimer::new());
+    let text = format!("{builder:?}");
+    assert!(text.starts_with("GateBuilder { capacity: "), "{text}");
+    assert!(
+        text.contains("wait_budget: 2s") && text.contains("max_units: 2"),
+        "{text}"
+    );
+
+    let gate = builder.build().unwrap();
+    let _permit = gate.try_acquire(1, Src::Upload).unwrap();
+    assert_eq!(
+        format!("{gate:?}"),
+        "Gate { capacity: 4, in_use: 1, waiters: 0, wait_budget: 2s, closed: false, .. }"
+    );
+}
