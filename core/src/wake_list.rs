@@ -49,31 +49,24 @@ impl WakeList {
         Some(unsafe { self.wakers[self.len].assume_init_read() })
     }
 
-    /// Wakes every collected waker. If one panics, the rest are still woken while
-    /// the panic unwinds (a second panic in the same batch aborts, as any panic
-    /// during unwinding does); the queue itself was consistent before the first call.
+    /// Wakes every collected waker, last collected first. If one panics, the
+    /// list's `Drop` wakes the rest while the panic unwinds (a second panic in the
+    /// same batch aborts, as any panic during unwinding does); the queue itself was
+    /// consistent before the first call.
     pub(crate) fn wake_all(&mut self) {
         while let Some(waker) = self.pop() {
-            let rest = WakeRestOnUnwind(self);
             waker.wake();
-            core::mem::forget(rest);
         }
     }
 }
 
+/// Wakes what is left: nothing after a completed `wake_all`, the rest of the batch
+/// when a waker panicked out of it.
 impl Drop for WakeList {
     #[inline]
     fn drop(&mut self) {
         if self.len != 0 {
             self.wake_all();
         }
-    }
-}
-
-struct WakeRestOnUnwind<'a>(&'a mut WakeList);
-
-impl Drop for WakeRestOnUnwind<'_> {
-    fn drop(&mut self) {
-        self.0.wake_all();
     }
 }

@@ -135,3 +135,30 @@ fn gate_and_builder_debug_their_configuration() {
         "Gate { capacity: 4, in_use: 1, waiters: 0, wait_budget: 2s, closed: false, .. }"
     );
 }
+
+#[test]
+fn a_gate_acquire_says_what_it_asks_for_and_how_long_it_may_wait() {
+    let gate = Gate::<Src, _, _>::builder(4)
+        .wait_budget(Duration::from_secs(5))
+        .timer(ManualTimer::new())
+        .build()
+        .unwrap();
+    let acquire = gate.acquire(3, Src::Mirror);
+    assert_eq!((acquire.units(), acquire.source()), (3, Src::Mirror));
+    assert_eq!(acquire.max_wait(), Duration::from_secs(5), "the budget");
+    let acquire = acquire.ceiling(Duration::from_secs(2));
+    assert_eq!(
+        acquire.max_wait(),
+        Duration::from_secs(2),
+        "a shorter ceiling"
+    );
+    assert_eq!(
+        format!("{acquire:?}"),
+        "GateAcquire { units: 3, source: \"mirror\", ceiling: Some(2s), state: Idle, .. }"
+    );
+    let permit = futures_lite::future::block_on(acquire).unwrap();
+    assert_eq!(
+        format!("{permit:?}"),
+        "GatePermit { units: 3, source: \"mirror\", held_for: 0ns }"
+    );
+}
