@@ -41,12 +41,14 @@ fn the_average_follows_each_hold_by_an_eighth_of_the_difference() {
     );
     hold(secs(16.0));
     assert_eq!(gate.retry_after(), secs(9.0), "8 + (16 - 8) / 8");
+    hold(secs(1.0));
+    assert_eq!(gate.retry_after(), secs(8.0), "9 - (9 - 1) / 8");
     hold(Duration::ZERO);
-    assert_eq!(gate.retry_after(), secs(7.875), "9 - (9 - 0) / 8");
-    hold(secs(7.875));
+    assert_eq!(gate.retry_after(), secs(7.0), "8 - (8 - 0) / 8");
+    hold(secs(7.0));
     assert_eq!(
         gate.retry_after(),
-        secs(7.875),
+        secs(7.0),
         "a sample equal to the average keeps it"
     );
 }

@@ -4,7 +4,8 @@
 mod wakers;
 
 use std::future::Future;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use admit::Semaphore;
 use wakers::{counting, Task};
@@ -110,4 +111,33 @@ fn a_release_on_another_thread_wakes_the_parked_waiter() {
         }
     });
     assert_eq!((sem.available(), sem.waiters()), (1, 0));
+}
+
+/// A waker's `clone` is user code, run after the fast path failed and before the
+/// queue lock is taken. Units it releases must not be missed: the first poll is
+/// granted on the slow path instead of parking.
+#[test]
+fn units_released_by_a_waker_clone_are_granted_on_the_first_poll() {
+    use std::sync::{Mutex, OnceLock};
+    use std::task::{RawWaker, RawWakerVTable};
+
+    static SEM: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    static HELD: Mutex<Option<admit::OwnedPermit>> = Mutex::new(None);
+    fn clone(_: *const ()) -> RawWaker {
+        drop(HELD.lock().unwrap().take()); // the release lands mid-poll
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+
+    let sem = SEM.get_or_init(|| Arc::new(Semaphore::new(3)));
+    *HELD.lock().unwrap() = Some(sem.clone().try_acquire_owned(2).unwrap());
+    // SAFETY: the vtable never touches the null data pointer.
+    let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+    let mut fut = Box::pin(sem.acquire(3));
+    match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(Ok(permit)) => assert_eq!(permit.units(), 3),
+        other => panic!("expected a grant on the first poll, got {other:?}"),
+    }
+    assert_eq!((sem.available(), sem.waiters()), (3, 0));
 }
