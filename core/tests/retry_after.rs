@@ -5,62 +5,57 @@
 mod support;
 
 use std::future::Future;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use admit::Gate;
 use support::{ManualTimer, Src};
 
+type TestGate = Gate<Src, ManualTimer, ()>;
+
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
 }
 
+fn gate(capacity: usize, min: Duration, max: Duration, timer: &ManualTimer) -> TestGate {
+    Gate::builder(capacity)
+        .retry_after_bounds(min, max)
+        .timer(timer.clone())
+        .build()
+        .unwrap()
+}
+
+/// Holds one unit of `gate` for `d` of the manual clock.
+fn hold(gate: &TestGate, timer: &ManualTimer, d: Duration) {
+    let permit = gate.try_acquire(1, Src::Upload).unwrap();
+    timer.advance(d);
+    drop(permit);
+}
+
+const WIDE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(3600));
+
 #[test]
 fn the_average_follows_each_hold_by_an_eighth_of_the_difference() {
     let timer = ManualTimer::new();
-    let gate = Gate::<Src, _, _>::builder(2)
-        .retry_after_bounds(Duration::from_millis(1), Duration::from_secs(3600))
-        .timer(timer.clone())
-        .build()
-        .unwrap();
-    let hold = |d: Duration| {
-        let permit = gate.try_acquire(1, Src::Upload).unwrap();
-        timer.advance(d);
-        drop(permit);
-    };
-
-    assert_eq!(
-        gate.retry_after(),
-        Duration::from_millis(1),
-        "no hold seen yet: the minimum"
-    );
-    hold(secs(8.0));
-    assert_eq!(
-        gate.retry_after(),
-        secs(8.0),
-        "the first hold is the average"
-    );
-    hold(secs(16.0));
-    assert_eq!(gate.retry_after(), secs(9.0), "8 + (16 - 8) / 8");
-    hold(secs(1.0));
-    assert_eq!(gate.retry_after(), secs(8.0), "9 - (9 - 1) / 8");
-    hold(Duration::ZERO);
-    assert_eq!(gate.retry_after(), secs(7.0), "8 - (8 - 0) / 8");
-    hold(secs(7.0));
-    assert_eq!(
-        gate.retry_after(),
-        secs(7.0),
-        "a sample equal to the average keeps it"
-    );
+    let gate = gate(2, WIDE.0, WIDE.1, &timer);
+    assert_eq!(gate.retry_after(), WIDE.0, "no hold seen yet: the minimum");
+    let steps = [
+        (8.0, 8.0, "the first hold is the average"),
+        (16.0, 9.0, "8 + (16 - 8) / 8"),
+        (1.0, 8.0, "9 - (9 - 1) / 8"),
+        (0.0, 7.0, "8 - (8 - 0) / 8"),
+        (7.0, 7.0, "a sample equal to the average keeps it"),
+    ];
+    for (held, average, why) in steps {
+        hold(&gate, &timer, secs(held));
+        assert_eq!(gate.retry_after(), secs(average), "{why}");
+    }
 }
 
 #[test]
 fn the_average_scales_with_the_queue_over_the_capacity() {
     let timer = ManualTimer::new();
-    let gate = Gate::<Src, _, _>::builder(4)
-        .retry_after_bounds(Duration::from_millis(1), Duration::from_secs(3600))
-        .timer(timer.clone())
-        .build()
-        .unwrap();
+    let gate = gate(4, WIDE.0, WIDE.1, &timer);
     let permits: Vec<_> = (0..4)
         .map(|_| gate.try_acquire(1, Src::Upload).unwrap())
         .collect();
@@ -73,9 +68,10 @@ fn the_average_scales_with_the_queue_over_the_capacity() {
         .map(|_| Box::pin(gate.acquire(1, Src::Mirror)))
         .collect();
     for w in &mut waiters {
-        let waker = std::task::Waker::noop();
-        let poll = w.as_mut().poll(&mut std::task::Context::from_waker(waker));
-        assert!(poll.is_pending());
+        assert!(w
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
     }
     assert_eq!(gate.waiters(), 2);
     assert_eq!(gate.retry_after(), secs(6.0), "4 s × (4 + 2) / 4");
@@ -85,34 +81,12 @@ fn the_average_scales_with_the_queue_over_the_capacity() {
 
 #[test]
 fn the_suggestion_is_clamped_to_the_bounds() {
+    let (min, max) = (Duration::from_secs(2), Duration::from_secs(5));
     let timer = ManualTimer::new();
-    let gate = Gate::<Src, _, _>::builder(1)
-        .retry_after_bounds(Duration::from_secs(2), Duration::from_secs(5))
-        .timer(timer.clone())
-        .build()
-        .unwrap();
-    let hold = |d: Duration| {
-        let permit = gate.try_acquire(1, Src::Upload).unwrap();
-        timer.advance(d);
-        drop(permit);
-    };
-    hold(Duration::from_millis(500));
-    assert_eq!(
-        gate.retry_after(),
-        Duration::from_secs(2),
-        "0.5 s raised to the minimum"
-    );
-    let gate_long = Gate::<Src, _, _>::builder(1)
-        .retry_after_bounds(Duration::from_secs(2), Duration::from_secs(5))
-        .timer(timer.clone())
-        .build()
-        .unwrap();
-    let permit = gate_long.try_acquire(1, Src::Upload).unwrap();
-    timer.advance(Duration::from_secs(30));
-    drop(permit);
-    assert_eq!(
-        gate_long.retry_after(),
-        Duration::from_secs(5),
-        "30 s cut to the maximum"
-    );
+    let short = gate(1, min, max, &timer);
+    hold(&short, &timer, Duration::from_millis(500));
+    assert_eq!(short.retry_after(), min, "0.5 s raised to the minimum");
+    let long = gate(1, min, max, &timer);
+    hold(&long, &timer, Duration::from_secs(30));
+    assert_eq!(long.retry_after(), max, "30 s cut to the maximum");
 }
