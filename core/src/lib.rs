@@ -31,7 +31,7 @@
 //! an [`Observer`] what it does; [`Capacity`] sizes it from a memory budget.
 //!
 //! The algorithm, its invariants and memory orderings are described at the top of
-//! `src/semaphore.rs` and in `docs/design.md`.
+//! `src/semaphore/mod.rs` and in `docs/design.md`.
 #![no_std]
 #![warn(
     clippy::std_instead_of_core,
@@ -45,40 +45,18 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-mod acquire;
-mod capacity;
-mod error;
-#[cfg(feature = "alloc")]
 mod gate;
-mod gate_error;
 mod loom;
-mod observer;
-mod permit;
-mod queue;
-#[cfg(feature = "alloc")]
-mod retry_after;
 mod semaphore;
-mod source;
-mod timer;
-mod wake_list;
 
-pub use acquire::Acquire;
-#[cfg(feature = "alloc")]
-pub use acquire::AcquireOwned;
-pub use capacity::Capacity;
 #[cfg(feature = "std")]
-pub use capacity::{memory_limit_in, process_memory_limit};
-pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
+pub use gate::{memory_limit_in, process_memory_limit};
+pub use gate::{whole_seconds_up, Capacity, ConfigError, GateError, Observer, Source, Timer};
 #[cfg(feature = "alloc")]
 pub use gate::{Gate, GateAcquire, GateBuilder, GatePermit, NoTimer, MAX_WAIT_BUDGET};
-pub use gate_error::{whole_seconds_up, ConfigError, GateError};
-pub use observer::Observer;
+pub use semaphore::{Acquire, AcquireError, ExceedsCapacity, Permit, Semaphore, TryAcquireError};
 #[cfg(feature = "alloc")]
-pub use permit::OwnedPermit;
-pub use permit::Permit;
-pub use semaphore::Semaphore;
-pub use source::Source;
-pub use timer::Timer;
+pub use semaphore::{AcquireOwned, OwnedPermit};
 
 /// Every public type is `Send + Sync`, checked at compile time.
 #[allow(dead_code)]

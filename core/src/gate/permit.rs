@@ -4,7 +4,7 @@ use alloc::sync::Arc;
 use core::fmt;
 use core::time::Duration;
 
-use super::Shared;
+use super::handle::Shared;
 use crate::{OwnedPermit, Source};
 
 /// Units held from a [`Gate`](crate::Gate): owned, `'static`, `Send + Sync`, so it

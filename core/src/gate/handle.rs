@@ -1,25 +1,14 @@
-//! The admission gate: a [`Semaphore`] with a wait budget, an [`Observer`] and a
-//! closed set of call-site labels ([`Source`]).
-
-mod acquire;
-mod permit;
+//! The gate handle: the shared state every clone and permit point at, and the
+//! acquire entry points.
 
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use crate::retry_after::RetryAfter;
-use crate::{
-    Capacity, ConfigError, GateError, Observer, Semaphore, Source, Timer, TryAcquireError,
-};
-
-pub use acquire::GateAcquire;
-pub use permit::GatePermit;
-
-/// The longest wait budget [`GateBuilder::build`] accepts: one hour.
-pub const MAX_WAIT_BUDGET: Duration = Duration::from_secs(3600);
+use super::retry_after::RetryAfter;
+use super::{GateAcquire, GatePermit};
+use crate::{GateError, Observer, Semaphore, Source, Timer, TryAcquireError};
 
 /// An admission gate: at most `capacity` units in use, callers beyond that parked
 /// for at most a wait budget and then shed with a distinguishable error.
@@ -94,8 +83,8 @@ pub const MAX_WAIT_BUDGET: Duration = Duration::from_secs(3600);
 /// # }).unwrap();
 /// ```
 pub struct Gate<S, T, O = ()> {
-    inner: Arc<Inner<T, O>>,
-    _source: PhantomData<fn(S) -> S>,
+    pub(super) inner: Arc<Inner<T, O>>,
+    pub(super) _source: PhantomData<fn(S) -> S>,
 }
 
 /// What every clone of a gate and every permit share.
@@ -136,53 +125,6 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
         let held = self.timer.now().saturating_sub(admitted_at);
         self.retry_after.record_hold(held);
         self.observer.on_release(source, units, held);
-    }
-}
-
-impl<S> Gate<S, NoTimer, ()> {
-    /// Starts building a gate of `capacity` units: a `usize`, or a
-    /// [`Capacity::from_memory_budget`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admit::{Capacity, Gate};
-    /// # struct MyTimer;
-    /// # impl admit::Timer for MyTimer {
-    /// #     type Sleep = core::future::Pending<()>;
-    /// #     fn now(&self) -> core::time::Duration { core::time::Duration::ZERO }
-    /// #     fn sleep_until(&self, _: core::time::Duration) -> Self::Sleep { core::future::pending() }
-    /// # }
-    /// admit::sources! { enum Route { Upload => "upload" } }
-    ///
-    /// // 256 MiB for 64 MiB buffers: 4 units.
-    /// let gate = Gate::builder(Capacity::from_memory_budget(256 << 20, 64 << 20))
-    ///     .timer(MyTimer)
-    ///     .build()?;
-    /// # let _ = gate.acquire(1, Route::Upload);
-    /// assert_eq!(gate.capacity(), 4);
-    /// # Ok::<(), admit::ConfigError>(())
-    /// ```
-    ///
-    /// A timer is required: without one, `build` does not exist.
-    ///
-    /// ```compile_fail
-    /// admit::sources! { enum Route { Upload => "upload" } }
-    /// let gate = admit::Gate::<Route, _, _>::builder(4).build();
-    /// ```
-    pub fn builder(capacity: impl Into<Capacity>) -> GateBuilder<S, NoTimer, ()> {
-        GateBuilder {
-            capacity: capacity.into(),
-            wait_budget: GateBuilder::<S, NoTimer, ()>::DEFAULT_WAIT_BUDGET,
-            max_units: 1,
-            retry_after: (
-                GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MIN,
-                GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MAX,
-            ),
-            timer: NoTimer(()),
-            observer: (),
-            _source: PhantomData,
-        }
     }
 }
 
@@ -246,7 +188,12 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
 
     /// Wraps granted units in a gate permit, then tells the observer (after the
     /// grant, so a gauge kept by the observer never reads above capacity).
-    fn admit(&self, permit: crate::OwnedPermit, source: S, waited: Duration) -> GatePermit<S> {
+    pub(super) fn admit(
+        &self,
+        permit: crate::OwnedPermit,
+        source: S,
+        waited: Duration,
+    ) -> GatePermit<S> {
         let admitted_at = self.inner.timer.now();
         let units = permit.units();
         let shared: Arc<dyn Shared> = self.inner.clone();
@@ -344,163 +291,6 @@ impl<S, T: Timer, O: Observer> fmt::Debug for Gate<S, T, O> {
             .field("waiters", &self.waiters())
             .field("wait_budget", &self.inner.wait_budget)
             .field("closed", &self.is_closed())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Builder state: no [`Timer`] chosen yet. [`GateBuilder::build`] exists only once
-/// [`GateBuilder::timer`] has replaced it.
-#[derive(Debug)]
-pub struct NoTimer(());
-
-/// Configures a [`Gate`]; from [`Gate::builder`].
-///
-/// [`timer`](Self::timer) is required; everything else has a default.
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct GateBuilder<S, T, O> {
-    capacity: Capacity,
-    wait_budget: Duration,
-    max_units: usize,
-    retry_after: (Duration, Duration),
-    timer: T,
-    observer: O,
-    _source: PhantomData<fn(S) -> S>,
-}
-
-impl<S, T, O> GateBuilder<S, T, O> {
-    /// The default wait budget: 5 s.
-    pub const DEFAULT_WAIT_BUDGET: Duration = Duration::from_secs(5);
-    /// The default lower `Retry-After` bound: 1 s.
-    pub const DEFAULT_RETRY_AFTER_MIN: Duration = Duration::from_secs(1);
-    /// The default upper `Retry-After` bound: 60 s.
-    pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
-
-    /// The longest an acquire parks before it is shed (default 5 s). Must be more
-    /// than zero and at most [`MAX_WAIT_BUDGET`] (an hour).
-    pub fn wait_budget(mut self, budget: Duration) -> Self {
-        self.wait_budget = budget;
-        self
-    }
-
-    /// The largest request any call site makes (default 1). An explicit capacity
-    /// below it is rejected; a memory-derived one is raised to it.
-    pub fn max_units(mut self, max_units: usize) -> Self {
-        self.max_units = max_units;
-        self
-    }
-
-    /// The bounds of the `Retry-After` a shed carries (default 1 s to 60 s); `min`
-    /// must be more than zero and at most `max`. See
-    /// [Retry-After](Gate#retry-after).
-    pub fn retry_after_bounds(mut self, min: Duration, max: Duration) -> Self {
-        self.retry_after = (min, max);
-        self
-    }
-
-    /// The clock the gate waits on, from a runtime adapter. Required.
-    pub fn timer<T2: Timer>(self, timer: T2) -> GateBuilder<S, T2, O> {
-        GateBuilder {
-            capacity: self.capacity,
-            wait_budget: self.wait_budget,
-            max_units: self.max_units,
-            retry_after: self.retry_after,
-            timer,
-            observer: self.observer,
-            _source: PhantomData,
-        }
-    }
-
-    /// The hooks the gate reports to (default `()`: none).
-    pub fn observer<O2: Observer>(self, observer: O2) -> GateBuilder<S, T, O2> {
-        GateBuilder {
-            capacity: self.capacity,
-            wait_budget: self.wait_budget,
-            max_units: self.max_units,
-            retry_after: self.retry_after,
-            timer: self.timer,
-            observer,
-            _source: PhantomData,
-        }
-    }
-
-    /// The capacity the gate would get, after the `max_units` floor for a
-    /// memory-derived one (before validation).
-    #[must_use]
-    pub fn resolved_capacity(&self) -> usize {
-        self.capacity.floored(self.max_units)
-    }
-
-    fn validate(&self) -> Result<usize, ConfigError> {
-        let max_units = self.max_units;
-        if max_units == 0 {
-            return Err(ConfigError::ZeroMaxUnits);
-        }
-        let capacity = self.resolved_capacity();
-        if capacity == 0 {
-            return Err(ConfigError::ZeroCapacity);
-        }
-        if capacity > Semaphore::MAX_UNITS {
-            return Err(ConfigError::CapacityTooLarge { capacity });
-        }
-        if capacity < max_units {
-            return Err(ConfigError::CapacityBelowMaxUnits {
-                capacity,
-                max_units,
-            });
-        }
-        if self.wait_budget.is_zero() {
-            return Err(ConfigError::ZeroWaitBudget);
-        }
-        if self.wait_budget > MAX_WAIT_BUDGET {
-            return Err(ConfigError::WaitBudgetTooLong {
-                budget: self.wait_budget,
-            });
-        }
-        let (min, max) = self.retry_after;
-        if min.is_zero() || min > max {
-            return Err(ConfigError::InvalidRetryAfter { min, max });
-        }
-        Ok(capacity)
-    }
-}
-
-impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
-    /// Validates the configuration and builds the gate, then calls
-    /// [`Observer::on_start`] with the capacity and every label of `S`.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`], checked in this order: `max_units` 0
-    /// ([`ZeroMaxUnits`](ConfigError::ZeroMaxUnits)); capacity 0, above
-    /// [`Semaphore::MAX_UNITS`] or (explicit) below `max_units`; a zero wait budget
-    /// or one over an hour; `Retry-After` bounds with `min` zero or above `max`.
-    pub fn build(self) -> Result<Gate<S, T, O>, ConfigError> {
-        let capacity = self.validate()?;
-        let (min, max) = self.retry_after;
-        let inner = Arc::new(Inner {
-            semaphore: Arc::new(Semaphore::new(capacity)),
-            timer: self.timer,
-            observer: self.observer,
-            wait_budget: self.wait_budget,
-            max_units: self.max_units,
-            retry_after: RetryAfter::new(min, max),
-        });
-        let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
-        inner.observer.on_start(capacity, &labels);
-        Ok(Gate {
-            inner,
-            _source: PhantomData,
-        })
-    }
-}
-
-impl<S, T, O> fmt::Debug for GateBuilder<S, T, O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GateBuilder")
-            .field("capacity", &self.capacity)
-            .field("wait_budget", &self.wait_budget)
-            .field("max_units", &self.max_units)
-            .field("retry_after", &self.retry_after)
             .finish_non_exhaustive()
     }
 }

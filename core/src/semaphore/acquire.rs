@@ -7,9 +7,9 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use crate::error::AcquireError;
-use crate::permit::Permit;
-use crate::queue::Waiter;
+use super::error::AcquireError;
+use super::permit::Permit;
+use super::queue::Waiter;
 use crate::Semaphore;
 
 /// The future of [`Semaphore::acquire`].
@@ -80,9 +80,9 @@ mod owned {
     use core::pin::Pin;
     use core::task::{Context, Poll};
 
-    use crate::error::AcquireError;
-    use crate::permit::OwnedPermit;
-    use crate::queue::Waiter;
+    use super::super::error::AcquireError;
+    use super::super::permit::OwnedPermit;
+    use super::super::queue::Waiter;
     use crate::Semaphore;
 
     /// The future of [`Semaphore::acquire_owned`].

@@ -93,13 +93,24 @@
 use core::fmt;
 use core::ptr::NonNull;
 
-use crate::error::{AcquireError, ExceedsCapacity, TryAcquireError};
+mod acquire;
+mod error;
+mod permit;
+mod queue;
+mod wake_list;
+
+pub use acquire::Acquire;
+#[cfg(feature = "alloc")]
+pub use acquire::AcquireOwned;
+pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
+#[cfg(feature = "alloc")]
+pub use permit::OwnedPermit;
+pub use permit::Permit;
+
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{spin_loop, AtomicUsize, Ordering, UnsafeCell};
-use crate::permit::Permit;
-use crate::queue::{phase, WaitList, Waiter};
-use crate::wake_list::WakeList;
-use crate::Acquire;
+use queue::{phase, WaitList, Waiter};
+use wake_list::WakeList;
 
 /// Bit 0 of `state`: the semaphore is closed.
 const CLOSED: usize = 1;

@@ -1,0 +1,50 @@
+//! The admission gate: a [`Semaphore`](crate::Semaphore) with a wait budget, an
+//! [`Observer`] and a closed set of call-site labels ([`Source`]).
+//!
+//! # Invariants
+//!
+//! - An acquire ends in exactly one of: a [`GatePermit`] (the observer hears
+//!   `on_admit` *after* the grant), [`GateError::Busy`] (`on_shed`, once),
+//!   [`GateError::Cancelled`], [`GateError::ExceedsCapacity`] or
+//!   [`GateError::Closed`] (the observer hears nothing), or a drop (nothing).
+//! - A permit tells the observer `on_release` *before* its units return to the
+//!   semaphore, so a gauge kept from the two hooks never reads above the capacity.
+//! - Labels come from a [`Source`] type: a closed set known at compile time, so
+//!   per-source metrics have bounded cardinality.
+//!
+//! The parts: [`Capacity`] (units, or derived from a memory budget), [`Timer`] (the
+//! clock a runtime adapter supplies), [`Observer`] (the hooks), [`Source`] (labels),
+//! [`GateError`] / [`ConfigError`], and, with `alloc`, the [`Gate`] itself, its
+//! builder, acquire future, permit and `Retry-After` estimate.
+
+#[cfg(feature = "alloc")]
+mod acquire;
+#[cfg(feature = "alloc")]
+mod builder;
+mod capacity;
+mod error;
+#[cfg(feature = "alloc")]
+mod handle;
+mod observer;
+#[cfg(feature = "alloc")]
+mod permit;
+#[cfg(feature = "alloc")]
+mod retry_after;
+mod source;
+mod timer;
+
+#[cfg(feature = "alloc")]
+pub use acquire::GateAcquire;
+#[cfg(feature = "alloc")]
+pub use builder::{GateBuilder, NoTimer, MAX_WAIT_BUDGET};
+pub use capacity::Capacity;
+#[cfg(feature = "std")]
+pub use capacity::{memory_limit_in, process_memory_limit};
+pub use error::{whole_seconds_up, ConfigError, GateError};
+#[cfg(feature = "alloc")]
+pub use handle::Gate;
+pub use observer::Observer;
+#[cfg(feature = "alloc")]
+pub use permit::GatePermit;
+pub use source::Source;
+pub use timer::Timer;
