@@ -1,48 +1,77 @@
 //! The one place the crate imports its synchronization primitives from.
 //!
-//! Under `--cfg admit_loom` every atomic, cell and spin hint comes from
-//! [`loom`](https://docs.rs/loom), so the same code is model-checked; otherwise they
-//! are `core`'s. Constructors are `const fn` only outside loom, whose atomics are not
-//! const: [`loom_const_fn!`] writes both arms.
+//! Three arms, chosen by cfg:
+//!
+//! - the default: `core`'s atomics and `alloc`'s `Arc`;
+//! - `--cfg admit_loom`: [`loom`](https://docs.rs/loom)'s, so the same code is
+//!   model-checked exhaustively (loom also reports a leaked or double-freed `Arc`);
+//! - `--cfg admit_shuttle` in the crate's own unit tests:
+//!   [`shuttle`](https://docs.rs/shuttle)'s, so a randomized scheduler (PCT) can run
+//!   schedules far longer than loom can enumerate.
+//!
+//! Constructors are `const fn` only outside loom, whose atomics are not const:
+//! [`loom_const_fn!`] writes both arms.
 
-#[cfg(not(admit_loom))]
+#[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
 pub(crate) mod sync {
+    #[cfg(feature = "alloc")]
+    pub(crate) use alloc::sync::Arc;
+    #[cfg(not(feature = "alloc"))]
     pub(crate) use core::hint::spin_loop;
-    pub(crate) use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-    /// `core::cell::UnsafeCell` behind loom's closure-based API, so accesses read the
-    /// same under both arms and loom can track each one.
-    #[derive(Debug)]
-    pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
-
-    impl<T> UnsafeCell<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            Self(core::cell::UnsafeCell::new(value))
-        }
-
-        #[inline(always)]
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
+    pub(crate) use super::PlainCell as UnsafeCell;
 }
 
 #[cfg(admit_loom)]
 pub(crate) mod sync {
     pub(crate) use loom::cell::UnsafeCell;
+    #[cfg(not(feature = "alloc"))]
     pub(crate) use loom::hint::spin_loop;
-    pub(crate) use loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    #[cfg(feature = "alloc")]
+    pub(crate) use loom::sync::Arc;
 }
 
-/// Declares a function that is `const` except under loom.
+#[cfg(all(test, admit_shuttle, not(admit_loom)))]
+pub(crate) mod sync {
+    #[cfg(feature = "alloc")]
+    pub(crate) use alloc::sync::Arc;
+    #[cfg(not(feature = "alloc"))]
+    pub(crate) use shuttle::hint::spin_loop;
+    pub(crate) use shuttle::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+    // Shuttle schedules at atomic operations and has no cell of its own.
+    pub(crate) use super::PlainCell as UnsafeCell;
+}
+
+/// `core::cell::UnsafeCell` behind loom's closure-based API, so accesses read the
+/// same under every arm and loom can track each one.
+#[cfg(not(admit_loom))]
+#[derive(Debug)]
+pub(crate) struct PlainCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(not(admit_loom))]
+impl<T> PlainCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Self(core::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// Declares a function that is `const` except under loom and shuttle.
 macro_rules! loom_const_fn {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
         $(#[$meta])*
-        #[cfg(not(admit_loom))]
+        #[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
         $vis const fn $name($($arg: $ty),*) -> $ret $body
 
         $(#[$meta])*
-        #[cfg(admit_loom)]
+        #[cfg(any(admit_loom, all(test, admit_shuttle)))]
         $vis fn $name($($arg: $ty),*) -> $ret $body
     };
 }

@@ -1,7 +1,7 @@
-//! Property 5, the lock-free fast path: uncontended acquire and release allocate
-//! nothing, parking allocates nothing (the wait node lives in the future), and the
-//! queue lock is never held while a waker runs, so a waker may re-enter the
-//! semaphore.
+//! Property 5: uncontended acquire and release allocate nothing, parking allocates
+//! its node once and the grant, the re-poll and the wake-up nothing more; and no
+//! waker runs (nor is cloned) while a thread holds the serving role, so a waker may
+//! re-enter the semaphore.
 
 mod wakers;
 
@@ -9,11 +9,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Wake, Waker};
 
-use admit::Semaphore;
-use wakers::Task;
+use admit::{AcquireOwned, Semaphore};
+use wakers::{Counter, Task};
 
 /// Counts this thread's allocations, so the test harness's other threads do not
 /// disturb the count.
@@ -62,73 +62,92 @@ fn uncontended_paths_do_not_allocate() {
 }
 
 #[test]
-fn parking_and_granting_do_not_allocate() {
+fn parking_allocates_its_node_once_and_granting_nothing() {
     let sem = Semaphore::new(1);
     let (counter, waker) = wakers::counting();
-    let n = allocations_in(|| {
-        for _ in 0..1_000 {
-            let held = sem.try_acquire(1).unwrap();
-            let mut fut = std::pin::pin!(sem.acquire(1));
+    let (mut parks, mut grants) = (0, 0);
+    for _ in 0..1_000 {
+        let held = sem.try_acquire(1).unwrap();
+        let mut fut = std::pin::pin!(sem.acquire(1));
+        parks += allocations_in(|| {
             assert!(fut
                 .as_mut()
                 .poll(&mut Context::from_waker(&waker))
                 .is_pending());
+        });
+        grants += allocations_in(|| {
             drop(held);
             assert!(fut
                 .as_mut()
                 .poll(&mut Context::from_waker(&waker))
                 .is_ready());
-        }
-    });
-    assert_eq!((n, counter.wakes()), (0, 1_000));
+        });
+    }
+    assert_eq!((parks, grants, counter.wakes()), (1_000, 0, 1_000));
 }
 
-/// A waker that, when woken, re-enters the semaphore: takes the slow path of a new
-/// acquire (which needs the queue lock) and releases. If the lock were held across
-/// the wake, this would spin forever.
+/// A waker that, when woken, re-enters the semaphore: it drops the parked head
+/// `B`, whose cancel asks for service so that `C`, behind it, is granted. Run
+/// outside the serving role (as it must be), that cancel serves at once and `C` is
+/// woken before the waker returns; run inside the role, the cancel could only leave
+/// the work to the role's holder, and `C` would not be woken yet.
 struct Reentrant {
-    sem: Arc<Semaphore>,
-    reentered: AtomicUsize,
+    head: Mutex<Option<Task<AcquireOwned>>>,
+    behind: Arc<Counter>,
+    behind_woken_before_return: AtomicUsize,
 }
 
 impl Wake for Reentrant {
     fn wake(self: Arc<Self>) {
-        let mut nested = Task::new(self.sem.clone().acquire_owned(self.sem.capacity()));
-        nested.pending(); // parks: takes the lock
-        drop(nested); // cancels: takes the lock again
-        self.reentered.fetch_add(1, Ordering::SeqCst);
+        drop(self.head.lock().unwrap().take()); // cancels B, the head
+        let woken = self.behind.wakes();
+        self.behind_woken_before_return
+            .store(woken, Ordering::SeqCst);
     }
 }
 
 #[test]
-fn wakers_run_outside_the_queue_lock() {
+fn wakers_run_outside_the_serving_role() {
     let sem = Arc::new(Semaphore::new(2));
     let held = sem.clone().try_acquire_owned(2).unwrap();
+    let mut b = Task::new(sem.clone().acquire_owned(2));
+    let mut c = Task::new(sem.clone().acquire_owned(1));
+    // A parks first, then B (needs both units), then C.
+    let mut a = Box::pin(sem.clone().acquire_owned(1));
     let reentrant = Arc::new(Reentrant {
-        sem: sem.clone(),
-        reentered: AtomicUsize::new(0),
+        head: Mutex::new(None),
+        behind: c.counter.clone(),
+        behind_woken_before_return: AtomicUsize::new(usize::MAX),
     });
     let waker = Waker::from(reentrant.clone());
-    let mut fut = Box::pin(sem.clone().acquire_owned(1));
-    assert!(fut
+    assert!(a
         .as_mut()
         .poll(&mut Context::from_waker(&waker))
         .is_pending());
-    drop(held); // grants `fut`, wakes `Reentrant`
-    assert_eq!(reentrant.reentered.load(Ordering::SeqCst), 1);
-    let permit = fut.as_mut().poll(&mut Context::from_waker(&waker));
-    assert!(permit.is_ready());
-    drop(permit);
+    b.pending();
+    c.pending();
+    *reentrant.head.lock().unwrap() = Some(b);
+    drop(held); // grants A (1 unit); B does not fit; A's waker cancels B
+    assert_eq!(
+        reentrant.behind_woken_before_return.load(Ordering::SeqCst),
+        1,
+        "C was not granted while A's waker ran"
+    );
+    let a = a.as_mut().poll(&mut Context::from_waker(&waker));
+    let c = c.ready();
+    assert!(matches!(a, std::task::Poll::Ready(Ok(_))) && c.is_ok());
+    drop((a, c));
     assert_eq!((sem.available(), sem.waiters()), (2, 0));
 }
 
-/// A waker whose clone re-enters the semaphore: clones happen before the lock.
+/// A waker whose clone re-enters the semaphore: clones happen before the node is
+/// shared, never in the serving role.
 #[test]
-fn waker_clones_run_outside_the_queue_lock() {
+fn waker_clones_run_outside_the_serving_role() {
     static SEM: OnceLock<Semaphore> = OnceLock::new();
     let sem = SEM.get_or_init(|| Semaphore::new(1));
     fn clone(_: *const ()) -> std::task::RawWaker {
-        // Re-enter: a slow-path poll of a fresh acquire takes the queue lock.
+        // Re-enter: a slow-path poll of a fresh acquire parks and joins.
         let sem = SEM.get().unwrap();
         let mut nested = std::pin::pin!(sem.acquire(1));
         let _ = nested

@@ -1,6 +1,5 @@
-//! The acquire futures. Each embeds its own wait-queue node, so parking allocates
-//! nothing; the node is linked on the first poll that cannot be served and unlinked
-//! by the future's `Drop` at the latest (see `queue.rs` for the invariants).
+//! The acquire futures. Both are a handle on the semaphore plus a [`Request`]: the
+//! units asked for, where the request is in its life, and its node once parked.
 
 use core::fmt;
 use core::future::Future;
@@ -9,8 +8,91 @@ use core::task::{Context, Poll};
 
 use super::error::AcquireError;
 use super::permit::Permit;
-use super::queue::Waiter;
-use crate::Semaphore;
+use super::waiter::NodeSlot;
+use super::{Semaphore, TryAcquireError};
+
+/// Where a request is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not polled yet: it holds nothing.
+    Idle,
+    /// Its node is queued (or was, and is resolved but not yet seen).
+    Parked,
+    /// It returned its output.
+    Done,
+}
+
+/// The part of an acquire future that does not depend on how it holds the
+/// semaphore.
+pub(crate) struct Request {
+    units: usize,
+    phase: Phase,
+    /// Structurally pinned: without `alloc` the node lives here.
+    slot: NodeSlot,
+}
+
+impl Request {
+    #[inline]
+    pub(crate) fn new(units: usize) -> Self {
+        Self {
+            units,
+            phase: Phase::Idle,
+            slot: NodeSlot::new(units),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn units(&self) -> usize {
+        self.units
+    }
+
+    /// Polls the request against `semaphore`, which must be the same on every call.
+    pub(crate) fn poll(
+        self: Pin<&mut Self>,
+        semaphore: &Semaphore,
+        cx: &Context<'_>,
+    ) -> Poll<Result<(), AcquireError>> {
+        // SAFETY: `slot` is only ever used pinned (below), the other fields are
+        // plain data, and nothing is moved out.
+        let this = unsafe { self.get_unchecked_mut() };
+        let poll = match this.phase {
+            Phase::Idle => match semaphore.try_take(this.units) {
+                Ok(()) => Poll::Ready(Ok(())),
+                Err(TryAcquireError::Closed) => Poll::Ready(Err(AcquireError::Closed)),
+                Err(TryAcquireError::ExceedsCapacity(e)) => {
+                    Poll::Ready(Err(AcquireError::ExceedsCapacity(e)))
+                }
+                Err(TryAcquireError::NoUnits) => {
+                    // A waker clone is user code: made before anything is shared.
+                    let waker = cx.waker().clone();
+                    // SAFETY: `slot` is structurally pinned: `this` came from a pin.
+                    let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
+                    let share = slot.park(this.units, waker);
+                    this.phase = Phase::Parked;
+                    let node = this.slot.get().expect("parked");
+                    // SAFETY: `share` is the queue's share of `node`, fresh.
+                    Semaphore::outcome(unsafe { semaphore.join(node, share) })
+                }
+            },
+            Phase::Parked => Semaphore::repoll(this.slot.get().expect("parked"), cx.waker()),
+            Phase::Done => panic!("an acquire future polled after completion"),
+        };
+        if poll.is_ready() {
+            this.phase = Phase::Done;
+        }
+        poll
+    }
+
+    /// Called from the future's `Drop`: gives back whatever the request holds.
+    pub(crate) fn cancel(&mut self, semaphore: &Semaphore) {
+        if self.phase == Phase::Parked {
+            let (Some(node), Some(share)) = (self.slot.get(), self.slot.share()) else {
+                unreachable!("a parked request has a node")
+            };
+            semaphore.cancel(node, share);
+        }
+    }
+}
 
 /// The future of [`Semaphore::acquire`].
 ///
@@ -20,22 +102,15 @@ use crate::Semaphore;
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a> {
     semaphore: &'a Semaphore,
-    node: Waiter,
+    request: Request,
 }
-
-// SAFETY: the node's cells are touched only under the semaphore's queue lock, or by
-// the future's owner after an `Acquire` load of its phase; the waker inside is
-// `Send + Sync`.
-unsafe impl Send for Acquire<'_> {}
-// SAFETY: `&Acquire` exposes nothing; all access goes through `Pin<&mut Self>`.
-unsafe impl Sync for Acquire<'_> {}
 
 impl<'a> Acquire<'a> {
     #[inline]
     pub(crate) fn new(semaphore: &'a Semaphore, units: usize) -> Self {
         Self {
             semaphore,
-            node: Waiter::new(units),
+            request: Request::new(units),
         }
     }
 }
@@ -45,26 +120,29 @@ impl<'a> Future for Acquire<'a> {
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.into_ref().get_ref();
-        // SAFETY: `self` is pinned, so the node stays put until `Drop` cancels it.
-        let result = unsafe { this.semaphore.poll_acquire(&this.node, cx.waker()) };
-        result.map(|r| r.map(|()| Permit::new(this.semaphore, this.node.units)))
+        // SAFETY: `request` is structurally pinned; it is never moved out.
+        let this = unsafe { self.get_unchecked_mut() };
+        let semaphore = this.semaphore;
+        // SAFETY: as above.
+        let request = unsafe { Pin::new_unchecked(&mut this.request) };
+        let units = request.units();
+        request
+            .poll(semaphore, cx)
+            .map(|r| r.map(|()| Permit::new(semaphore, units)))
     }
 }
 
 impl Drop for Acquire<'_> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: the node is only ever used with this semaphore; after `cancel`
-        // it is out of the list and may be freed.
-        unsafe { self.semaphore.cancel(&self.node) }
+        self.request.cancel(self.semaphore);
     }
 }
 
 impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire")
-            .field("units", &self.node.units)
+            .field("units", &self.request.units)
             .finish_non_exhaustive()
     }
 }
@@ -80,9 +158,9 @@ mod owned {
     use core::pin::Pin;
     use core::task::{Context, Poll};
 
-    use super::super::error::AcquireError;
-    use super::super::permit::OwnedPermit;
-    use super::super::queue::Waiter;
+    use super::Request;
+    use crate::semaphore::error::AcquireError;
+    use crate::semaphore::permit::OwnedPermit;
     use crate::Semaphore;
 
     /// The future of [`Semaphore::acquire_owned`].
@@ -93,38 +171,36 @@ mod owned {
     #[must_use = "futures do nothing unless polled"]
     pub struct AcquireOwned {
         semaphore: Arc<Semaphore>,
-        node: Waiter,
+        request: Request,
     }
-
-    // SAFETY: as for `Acquire`.
-    unsafe impl Send for AcquireOwned {}
-    // SAFETY: as for `Acquire`.
-    unsafe impl Sync for AcquireOwned {}
 
     impl Future for AcquireOwned {
         type Output = Result<OwnedPermit, AcquireError>;
 
         #[inline]
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            let this = self.into_ref().get_ref();
-            // SAFETY: `self` is pinned, so the node stays put until `Drop` cancels it.
-            let result = unsafe { this.semaphore.poll_acquire(&this.node, cx.waker()) };
-            result.map(|r| r.map(|()| OwnedPermit::new(this.semaphore.clone(), this.node.units)))
+            // SAFETY: `request` is structurally pinned; it is never moved out.
+            let this = unsafe { self.get_unchecked_mut() };
+            // SAFETY: as above.
+            let request = unsafe { Pin::new_unchecked(&mut this.request) };
+            let units = request.units();
+            request
+                .poll(&this.semaphore, cx)
+                .map(|r| r.map(|()| OwnedPermit::new(Arc::clone(&this.semaphore), units)))
         }
     }
 
     impl Drop for AcquireOwned {
         #[inline]
         fn drop(&mut self) {
-            // SAFETY: as for `Acquire`.
-            unsafe { self.semaphore.cancel(&self.node) }
+            self.request.cancel(&self.semaphore);
         }
     }
 
     impl fmt::Debug for AcquireOwned {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.debug_struct("AcquireOwned")
-                .field("units", &self.node.units)
+                .field("units", &self.request.units)
                 .finish_non_exhaustive()
         }
     }
@@ -148,7 +224,7 @@ mod owned {
             crate::semaphore::assert_nonzero(units);
             AcquireOwned {
                 semaphore: self,
-                node: Waiter::new(units),
+                request: Request::new(units),
             }
         }
 

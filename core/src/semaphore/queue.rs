@@ -1,153 +1,344 @@
-//! The wait queue: an intrusive, doubly linked FIFO of [`Waiter`] nodes that live
-//! inside the pinned acquire futures themselves, so parking allocates nothing.
+//! The wait queue: two lock-free stacks any thread pushes onto, a FIFO list only
+//! the server touches, and the serving role that decides who the server is.
+//!
+//! - **Arrivals** (`arrivals`): a parker pushes its node here (a CAS), then joins in
+//!   the state word. Arrival order is the order of these pushes.
+//! - **Cancelled** (`cancelled`): an owner that won its node's cancel pushes the node
+//!   here so the server unlinks it and lets go of it. The arrival push of a node
+//!   happens before its cancel push.
+//! - **The list**: the server takes each stack whole (a swap), links the arrivals at
+//!   the tail in push order, unlinks the cancelled, and grants from the head while
+//!   the head fits.
+//! - **The role** (`role`): `LOCKED | PENDING`. Whoever finds it free takes it and
+//!   serves; whoever finds it taken sets `PENDING` and leaves, and the holder serves
+//!   again before it lets go. Nobody ever waits for the role.
 //!
 //! # Invariants
 //!
-//! - Every node in the list is pinned and stays valid until it is unlinked: a
-//!   future's `Drop` unlinks its node (under the queue lock) before the memory goes.
-//! - The links of every node, and the list itself, are read and written only by
-//!   the holder of the semaphore's queue lock.
-//! - Nodes are in arrival order: only [`WaitList::push_back`] inserts.
+//! 1. Only the role holder reads or writes the list and the nodes' links, and
+//!    takes the stacks.
+//! 2. The list holds nodes in arrival order; only the head is granted; the server
+//!    stops at the first head that does not fit (FIFO, no needless wake-up).
+//! 3. Every pushed node is owned by the queue (one share) until the server lets
+//!    go: when it resolves the node (grant or close), or when it handles the
+//!    node's cancel entry. Exactly once: a node that is resolved never gets a
+//!    cancel entry, and a cancelled node is never resolved.
+//! 4. When the role is free and `PENDING` clear, the cancelled stack has been
+//!    handled up to the last push whose pusher then asked for service, and every
+//!    joined, unresolved node is queued behind a head that does not fit, with
+//!    `QUEUED` set so that every release serves again.
+//! 5. No user code runs in the role: wakers are collected in a [`WakeList`] and
+//!    woken after it is released; nodes the server lets go of hold no waker.
 
-use core::marker::PhantomPinned;
-use core::ptr::NonNull;
-use core::task::Waker;
+use core::ptr::{self, NonNull};
 
+use super::state::{HeadTake, State};
+use super::waiter::{release_queue_ref, status, Links, Waiter};
+use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicU8, Ordering, UnsafeCell};
+use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 
-/// Where a waiter is in its life. Written by the queue-lock holder (`Queued` →
-/// `Granted` / `Closed`) with `Release`, read by the future's owner with `Acquire`,
-/// so everything the lock holder did to the node happens-before the owner's read.
-pub(crate) mod phase {
-    /// Not yet polled; not in the queue.
-    pub(crate) const IDLE: u8 = 0;
-    /// In the queue, waiting for units.
-    pub(crate) const QUEUED: u8 = 1;
-    /// Unlinked by a lock holder that took the units for it; the future owns them
-    /// until it returns them in a permit or drops.
-    pub(crate) const GRANTED: u8 = 2;
-    /// Unlinked by a lock holder because the semaphore closed.
-    pub(crate) const CLOSED: u8 = 3;
-    /// The future returned its result; the node is inert.
-    pub(crate) const DONE: u8 = 4;
+/// `role` bit: a thread is serving.
+const LOCKED: usize = 1;
+/// `role` bit: someone asked for service while the role was held.
+const PENDING: usize = 1 << 1;
+
+/// Where a serving pass stopped.
+enum Stop {
+    /// The wake batch is full: release the role, wake, and go again.
+    BatchFull,
+    /// The head does not fit: nothing more to do until units come back.
+    HeadDoesNotFit,
+    /// The list is empty.
+    Empty,
 }
 
-/// One parked request, embedded in an acquire future.
-pub(crate) struct Waiter {
-    /// Units requested; immutable.
-    pub(crate) units: usize,
-    /// One of [`phase`].
-    pub(crate) phase: AtomicU8,
+pub(crate) struct WaitQueue {
+    /// Nodes pushed by parkers, newest first.
+    arrivals: AtomicPtr<Waiter>,
+    /// Nodes pushed by cancelling owners, newest first.
+    cancelled: AtomicPtr<Waiter>,
+    /// `LOCKED | PENDING`.
+    role: AtomicUsize,
     /// # Safety
-    /// Accessed only by the queue-lock holder.
-    links: UnsafeCell<Links>,
-    /// # Safety
-    /// Accessed only by the queue-lock holder while the phase is `QUEUED`; taken by
-    /// the lock holder before it publishes `GRANTED` or `CLOSED`.
-    waker: UnsafeCell<Option<Waker>>,
-    _pinned: PhantomPinned,
+    /// The role holder's only.
+    list: UnsafeCell<List>,
+    /// Joined, unresolved waiters, for diagnostics.
+    waiters: AtomicUsize,
 }
 
-#[derive(Clone, Copy)]
-struct Links {
-    prev: Option<NonNull<Waiter>>,
-    next: Option<NonNull<Waiter>>,
-}
+// SAFETY: the list and the nodes' cells are touched only as the module invariants
+// say (the role, or the release/acquire hand-overs of the stacks); the rest is atomics.
+unsafe impl Send for WaitQueue {}
+// SAFETY: as above.
+unsafe impl Sync for WaitQueue {}
 
-impl Waiter {
+impl WaitQueue {
     loom_const_fn! {
-        pub(crate) fn new(units: usize) -> Waiter {
-            Waiter {
-                units,
-                phase: AtomicU8::new(phase::IDLE),
-                links: UnsafeCell::new(Links { prev: None, next: None }),
-                waker: UnsafeCell::new(None),
-                _pinned: PhantomPinned,
+        pub(crate) fn new() -> WaitQueue {
+            WaitQueue {
+                arrivals: AtomicPtr::new(ptr::null_mut()),
+                cancelled: AtomicPtr::new(ptr::null_mut()),
+                role: AtomicUsize::new(0),
+                list: UnsafeCell::new(List::new()),
+                waiters: AtomicUsize::new(0),
             }
         }
     }
 
-    #[inline]
-    pub(crate) fn phase(&self) -> u8 {
-        self.phase.load(Ordering::Acquire)
+    /// Requests parked right now.
+    pub(crate) fn waiters(&self) -> usize {
+        self.waiters.load(Ordering::Relaxed)
     }
 
-    /// Swaps in a new waker, returning the old one for the caller to drop after it
-    /// unlocks.
+    /// A parker pushes its node (the queue's share of it).
     ///
-    /// # Safety
-    /// The caller holds the queue lock.
-    pub(crate) unsafe fn replace_waker(&self, waker: Waker) -> Option<Waker> {
-        // SAFETY: the caller holds the queue lock, which guards `waker`.
-        self.waker.with_mut(|w| unsafe { (*w).replace(waker) })
+    /// `Release` publishes the node (and its `next_arrival`) to the server's
+    /// `Acquire` swap.
+    pub(crate) fn push_arrival(&self, node: NonNull<Waiter>) {
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the node is not yet shared, so its `next_arrival` is ours.
+        let set_next =
+            |next: *mut Waiter| unsafe { node.as_ref().set_next_arrival(NonNull::new(next)) };
+        push(&self.arrivals, node, set_next);
     }
 
-    /// Takes the waker.
-    ///
-    /// # Safety
-    /// The caller holds the queue lock.
-    pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
-        // SAFETY: the caller holds the queue lock, which guards `waker`.
-        self.waker.with_mut(|w| unsafe { (*w).take() })
+    /// An owner that won its node's cancel pushes it, handing the server the
+    /// queue's share to let go of; the caller then asks for service.
+    pub(crate) fn push_cancelled(&self, node: NonNull<Waiter>) {
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: the cancel was won, so `next_cancelled` is the owner's until this
+        // push publishes it (a node is cancelled at most once).
+        let set_next =
+            |next: *mut Waiter| unsafe { node.as_ref().set_next_cancelled(NonNull::new(next)) };
+        push(&self.cancelled, node, set_next);
     }
 
-    /// # Safety
-    /// The caller holds the queue lock.
-    unsafe fn links(&self) -> Links {
-        // SAFETY: the caller holds the queue lock, which guards `links`.
-        self.links.with_mut(|l| unsafe { *l })
-    }
-
-    /// # Safety
-    /// The caller holds the queue lock.
-    unsafe fn set_links(&self, links: Links) {
-        // SAFETY: the caller holds the queue lock, which guards `links`.
-        self.links.with_mut(|l| unsafe { *l = links })
-    }
-}
-
-/// The FIFO of parked waiters. Guarded by the semaphore's queue lock.
-pub(crate) struct WaitList {
-    head: Option<NonNull<Waiter>>,
-    tail: Option<NonNull<Waiter>>,
-    len: usize,
-}
-
-impl WaitList {
-    pub(crate) const fn new() -> Self {
-        Self {
-            head: None,
-            tail: None,
-            len: 0,
+    /// Serves the queue now, or leaves it to the thread that is serving. Never
+    /// waits: at worst one CAS on `role` and return.
+    pub(crate) fn serve(&self, state: &State) {
+        if self.take_role() {
+            self.serve_and_release(state);
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    /// Takes the role if it is free; if it is held, sets `PENDING` for the holder.
+    /// Returns whether the role was taken.
+    ///
+    /// It always writes, even when `PENDING` is already set: as a read-modify-write
+    /// it is ordered against the holder's releasing `swap`, which either reads it
+    /// (and with it everything this thread did before, `AcqRel`) or comes first, in
+    /// which case this CAS finds the role free. A plain load there would let the two
+    /// miss each other (a store-buffering race loom found in the first design).
+    fn take_role(&self) -> bool {
+        let mut role = self.role.load(Ordering::Relaxed);
+        loop {
+            let next = if role == 0 { LOCKED } else { role | PENDING };
+            match self
+                .role
+                .compare_exchange_weak(role, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return role == 0,
+                Err(actual) => role = actual,
+            }
+        }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.head.is_none()
+    /// With the role held: serves, releases the role, wakes, and goes again while a
+    /// wake batch was full or someone asked for service meanwhile.
+    fn serve_and_release(&self, state: &State) {
+        loop {
+            let mut wakers = WakeList::new();
+            // SAFETY: we hold the role.
+            let more = unsafe { self.serve_pass(state, &mut wakers) };
+            let asked = self.role.swap(0, Ordering::AcqRel) & PENDING != 0;
+            wakers.wake_all();
+            if !(more || asked) || !self.take_role() {
+                return;
+            }
+        }
     }
 
-    /// The oldest waiter.
-    pub(crate) fn front(&self) -> Option<NonNull<Waiter>> {
+    /// One pass: absorb the stacks, grant from the head, and clear `QUEUED` if the
+    /// list ran empty and nobody joined meanwhile. Returns whether to go again at
+    /// once (the wake batch filled).
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn serve_pass(&self, state: &State, wakers: &mut WakeList) -> bool {
+        // SAFETY: the caller holds the role, which guards the list.
+        self.list.with_mut(|list| unsafe {
+            let list = &mut *list;
+            loop {
+                self.absorb(state, list);
+                match self.grant_from_head(state, list, wakers) {
+                    Stop::BatchFull => return true,
+                    Stop::HeadDoesNotFit => return false,
+                    Stop::Empty if state.try_clear_queued() => return false,
+                    // A parker joined since we took the arrivals: take them again.
+                    Stop::Empty => {}
+                }
+            }
+        })
+    }
+
+    /// Takes both stacks: links the arrivals at the tail in arrival order, then
+    /// unlinks every cancelled node and lets go of it.
+    ///
+    /// The cancelled stack is taken first: a node's arrival push happens before its
+    /// cancel push, so every node named by an entry taken here is either in the
+    /// list already or in the arrivals taken just after.
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn absorb(&self, state: &State, list: &mut List) {
+        state.clear_arrived();
+        let cancelled = self.cancelled.swap(ptr::null_mut(), Ordering::Acquire);
+        let arrivals = self.arrivals.swap(ptr::null_mut(), Ordering::Acquire);
+
+        // SAFETY: the swaps acquired the pushes, so the nodes and their stack links
+        // are visible and now the server's (the caller holds the role); the queue's
+        // share keeps every node alive until `release_queue_ref` below or a later
+        // resolve, and each node is named by at most one cancel entry.
+        unsafe {
+            // The stack is newest first: reverse it, reusing the links.
+            let mut node = NonNull::new(arrivals);
+            let mut oldest_first = None;
+            while let Some(n) = node {
+                node = n.as_ref().next_arrival();
+                n.as_ref().set_next_arrival(oldest_first);
+                oldest_first = Some(n);
+            }
+            let mut node = oldest_first;
+            while let Some(n) = node {
+                node = n.as_ref().next_arrival();
+                // A node cancelled already is not linked: its cancel entry (taken
+                // now or later) lets go of it.
+                if n.as_ref().phase() == status::WAITING {
+                    list.push_back(n);
+                }
+            }
+
+            let mut node = NonNull::new(cancelled);
+            while let Some(n) = node {
+                node = n.as_ref().next_cancelled();
+                if n.as_ref().links().linked {
+                    list.remove(n);
+                }
+                release_queue_ref(n);
+            }
+        }
+    }
+
+    /// Grants (or closes) from the head while the head fits.
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn grant_from_head(
+        &self,
+        state: &State,
+        list: &mut List,
+        wakers: &mut WakeList,
+    ) -> Stop {
+        while let Some(head) = list.front() {
+            if wakers.is_full() {
+                return Stop::BatchFull;
+            }
+            // SAFETY: linked nodes are alive (the queue's share) and the links are
+            // ours (the role).
+            let node = unsafe { head.as_ref() };
+            if node.phase() == status::CANCELLED {
+                // Its cancel entry is on its way and lets go of it.
+                // SAFETY: as above.
+                unsafe { list.remove(head) };
+                continue;
+            }
+            let outcome = match state.take_for_head(node.units) {
+                HeadTake::Taken => status::GRANTED,
+                HeadTake::Closed => status::CLOSED,
+                HeadTake::DoesNotFit => return Stop::HeadDoesNotFit,
+            };
+            // SAFETY: as above.
+            unsafe { list.remove(head) };
+            match node.resolve(outcome) {
+                Some(waker) => {
+                    self.waiters.fetch_sub(1, Ordering::Relaxed);
+                    wakers.push(waker);
+                    // SAFETY: resolved by us, so no cancel entry will name it; this
+                    // is the queue's last touch.
+                    unsafe { release_queue_ref(head) };
+                }
+                None => {
+                    // The owner cancelled first; its entry lets go of the node.
+                    if outcome == status::GRANTED {
+                        state.give_back(node.units);
+                    }
+                }
+            }
+        }
+        Stop::Empty
+    }
+
+    /// Lets go of every node still queued, when the semaphore is dropped. Only
+    /// nodes of futures that were leaked (`mem::forget`) while parked can be left.
+    pub(crate) fn drain_on_drop(&mut self, state: &State) {
+        // SAFETY: `&mut self`: nobody else can hold the role or push.
+        self.list.with_mut(|list| unsafe {
+            let list = &mut *list;
+            self.absorb(state, list);
+            while let Some(head) = list.front() {
+                list.remove(head);
+                release_queue_ref(head);
+            }
+        });
+    }
+}
+
+/// Pushes `node` onto a Treiber stack. Push-only stacks that are taken whole by a
+/// swap have no ABA problem: a CAS that succeeds links the node to whatever node is
+/// at the head at that instant.
+fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, set_next: impl Fn(*mut Waiter)) {
+    let mut head = stack.load(Ordering::Relaxed);
+    loop {
+        set_next(head);
+        match stack.compare_exchange_weak(head, node.as_ptr(), Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => return,
+            Err(actual) => head = actual,
+        }
+    }
+}
+
+/// The server's FIFO: a doubly linked list through the nodes' `links`.
+pub(crate) struct List {
+    head: Option<NonNull<Waiter>>,
+    tail: Option<NonNull<Waiter>>,
+}
+
+impl List {
+    const fn new() -> Self {
+        Self {
+            head: None,
+            tail: None,
+        }
+    }
+
+    fn front(&self) -> Option<NonNull<Waiter>> {
         self.head
     }
 
     /// Appends `node`.
     ///
     /// # Safety
-    /// The caller holds the queue lock; `node` is pinned, not in the list, and stays
-    /// valid until it is unlinked.
-    pub(crate) unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
-        // SAFETY: the caller holds the lock; `node` and the current tail are valid
-        // (list invariant).
+    /// The caller is the server; `node` is alive and not linked.
+    unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
+        // SAFETY: the caller's contract; the tail is linked, hence alive.
         unsafe {
+            debug_assert!(!node.as_ref().links().linked);
             node.as_ref().set_links(Links {
                 prev: self.tail,
                 next: None,
+                linked: true,
             });
             match self.tail {
                 Some(tail) => {
@@ -159,18 +350,17 @@ impl WaitList {
             }
         }
         self.tail = Some(node);
-        self.len += 1;
     }
 
     /// Unlinks `node`.
     ///
     /// # Safety
-    /// The caller holds the queue lock and `node` is in this list.
-    pub(crate) unsafe fn remove(&mut self, node: NonNull<Waiter>) {
-        // SAFETY: the caller holds the lock; `node` and its neighbours are in the
-        // list, hence valid.
+    /// The caller is the server; `node` is linked in this list.
+    unsafe fn remove(&mut self, node: NonNull<Waiter>) {
+        // SAFETY: the caller's contract; linked neighbours are alive.
         unsafe {
-            let Links { prev, next } = node.as_ref().links();
+            let Links { prev, next, linked } = node.as_ref().links();
+            debug_assert!(linked);
             match prev {
                 Some(prev) => {
                     let mut links = prev.as_ref().links();
@@ -190,8 +380,8 @@ impl WaitList {
             node.as_ref().set_links(Links {
                 prev: None,
                 next: None,
+                linked: false,
             });
         }
-        self.len -= 1;
     }
 }
