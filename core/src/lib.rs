@@ -47,6 +47,11 @@ extern crate std;
 
 mod gate;
 mod loom;
+#[cfg(admit_loom)]
+#[doc(hidden)]
+pub mod mechanism;
+#[cfg(not(admit_loom))]
+mod mechanism;
 mod semaphore;
 
 #[cfg(feature = "std")]

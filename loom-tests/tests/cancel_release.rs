@@ -9,8 +9,9 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::task::Waker;
 
+use admit::mechanism::Mechanism;
 use admit::Semaphore;
-use admit_loom_tests::{assert_idle, poll_once, CountingWaker};
+use admit_loom_tests::{assert_idle, poll_once, without, CountingWaker, DEADLOCK};
 use loom::future::block_on;
 use loom::thread;
 
@@ -43,38 +44,47 @@ fn drop_before_first_poll() {
 /// be served, is never woken.
 #[test]
 fn drop_parked_head_serves_the_waiter_behind() {
-    loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(3));
-        let kept = semaphore.try_acquire(1).unwrap();
-        let released = semaphore.try_acquire(1).unwrap();
+    loom::model(parked_head_dropped);
+}
 
-        let (x_waker, x_wakes) = CountingWaker::new();
-        let mut x = Box::pin(semaphore.clone().acquire_owned(3));
-        assert!(poll_once(x.as_mut(), &x_waker).is_pending());
-        let mut y = Box::pin(semaphore.acquire(1));
-        assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
-        assert_eq!(semaphore.waiters(), 2);
+/// Negative control: a cancel that does not ask for service leaves Y parked
+/// behind the departed head with its unit free.
+#[test]
+fn drop_parked_head_without_serving_strands_the_waiter_behind() {
+    without(Mechanism::CancelServes, DEADLOCK, parked_head_dropped);
+}
 
-        let (repoll_waker, repoll_wakes) = CountingWaker::new();
-        let canceller = thread::spawn(move || {
-            // Parked: the re-poll only swaps the waker, then the future goes.
-            assert!(poll_once(x.as_mut(), &repoll_waker).is_pending());
-            drop(x);
-        });
-        drop(released);
-        let permit = block_on(y).expect("not closed");
-        assert_eq!(permit.units(), 1);
-        drop(permit);
+fn parked_head_dropped() {
+    let semaphore = Arc::new(Semaphore::new(3));
+    let kept = semaphore.try_acquire(1).unwrap();
+    let released = semaphore.try_acquire(1).unwrap();
 
-        canceller.join().unwrap();
-        assert_eq!(
-            x_wakes.wakes() + repoll_wakes.wakes(),
-            0,
-            "X woken needlessly"
-        );
-        drop(kept);
-        assert_idle(&semaphore);
+    let (x_waker, x_wakes) = CountingWaker::new();
+    let mut x = Box::pin(semaphore.clone().acquire_owned(3));
+    assert!(poll_once(x.as_mut(), &x_waker).is_pending());
+    let mut y = Box::pin(semaphore.acquire(1));
+    assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+    assert_eq!(semaphore.waiters(), 2);
+
+    let (repoll_waker, repoll_wakes) = CountingWaker::new();
+    let canceller = thread::spawn(move || {
+        // Parked: the re-poll only swaps the waker, then the future goes.
+        assert!(poll_once(x.as_mut(), &repoll_waker).is_pending());
+        drop(x);
     });
+    drop(released);
+    let permit = block_on(y).expect("not closed");
+    assert_eq!(permit.units(), 1);
+    drop(permit);
+
+    canceller.join().unwrap();
+    assert_eq!(
+        x_wakes.wakes() + repoll_wakes.wakes(),
+        0,
+        "X woken needlessly"
+    );
+    drop(kept);
+    assert_idle(&semaphore);
 }
 
 /// X parks at the head for every unit, Y behind it. The release that can grant X
@@ -82,24 +92,59 @@ fn drop_parked_head_serves_the_waiter_behind() {
 /// granted and not yet polled; in each case Y is granted and the units come back.
 #[test]
 fn drop_racing_the_grant() {
-    loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(2));
-        let held = semaphore.try_acquire(2).unwrap();
+    loom::model(grant_racing_drop);
+}
 
-        let (x_waker, x_wakes) = CountingWaker::new();
-        let mut x = Box::pin(semaphore.clone().acquire_owned(2));
-        assert!(poll_once(x.as_mut(), &x_waker).is_pending());
-        let mut y = Box::pin(semaphore.acquire(1));
-        assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+/// Negative control: a grant published by a blind store instead of the phase CAS
+/// overwrites a won cancel: server and canceller then both take the waker, a race
+/// on the node's cell that loom reports.
+#[test]
+fn drop_racing_a_blind_grant_loses_units() {
+    without(
+        Mechanism::PhaseCas,
+        "Causality violation",
+        grant_racing_drop,
+    );
+}
 
-        let canceller = thread::spawn(move || drop(x));
-        drop(held);
-        drop(block_on(y).expect("not closed"));
+/// Negative control: a cancel that finds its node granted and does not release
+/// the units loses them, and Y waits for them for ever.
+#[test]
+fn drop_finding_a_grant_must_release_it() {
+    without(Mechanism::CancelReleasesGrant, DEADLOCK, grant_racing_drop);
+}
 
-        canceller.join().unwrap();
-        assert!(x_wakes.wakes() <= 1, "X woken more than once");
-        assert_idle(&semaphore);
-    });
+/// Negative control: a grant that lost to the cancel and keeps the units it took
+/// loses them, and Y waits for them for ever.
+#[test]
+fn grant_losing_to_the_drop_must_give_the_units_back() {
+    without(Mechanism::GrantGivesBack, DEADLOCK, grant_racing_drop);
+}
+
+/// Negative control: a server that does not let go of a node it granted leaks it,
+/// which loom reports.
+#[test]
+fn granted_node_not_let_go_leaks() {
+    without(Mechanism::ReleaseShare, "Arc leaked", grant_racing_drop);
+}
+
+fn grant_racing_drop() {
+    let semaphore = Arc::new(Semaphore::new(2));
+    let held = semaphore.try_acquire(2).unwrap();
+
+    let (x_waker, x_wakes) = CountingWaker::new();
+    let mut x = Box::pin(semaphore.clone().acquire_owned(2));
+    assert!(poll_once(x.as_mut(), &x_waker).is_pending());
+    let mut y = Box::pin(semaphore.acquire(1));
+    assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+
+    let canceller = thread::spawn(move || drop(x));
+    drop(held);
+    drop(block_on(y).expect("not closed"));
+
+    canceller.join().unwrap();
+    assert!(x_wakes.wakes() <= 1, "X woken more than once");
+    assert_idle(&semaphore);
 }
 
 /// Deterministically granted but never polled again: the drop returns X's units

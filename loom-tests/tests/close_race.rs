@@ -10,8 +10,9 @@ use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::task::{Poll, Waker};
 
+use admit::mechanism::Mechanism;
 use admit::{AcquireError, Semaphore, TryAcquireError};
-use admit_loom_tests::{assert_idle, poll_once};
+use admit_loom_tests::{assert_idle, poll_once, without, DEADLOCK};
 use loom::future::block_on;
 use loom::thread;
 
@@ -76,26 +77,40 @@ fn close_races_parked_acquire_and_release() {
 /// a release racing with both must not swallow that wake-up.
 #[test]
 fn close_alone_wakes_a_waiter_that_cannot_be_granted() {
-    loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(2));
-        let kept = semaphore.try_acquire(1).unwrap();
-        let released = semaphore.clone().try_acquire_owned(1).unwrap();
+    loom::model(close_alone_ends_the_wait);
+}
 
-        let closer = {
-            let semaphore = semaphore.clone();
-            thread::spawn(move || semaphore.close())
-        };
-        let releaser = thread::spawn(move || drop(released));
-        assert_eq!(
-            block_on(semaphore.acquire(2)).unwrap_err(),
-            AcquireError::Closed
-        );
+/// Negative control: a parker whose join finds the semaphore closed (the close
+/// came after its refused fast path, when nobody was queued, so it served
+/// nobody) must ask for service; otherwise it waits for ever.
+#[test]
+fn a_join_after_the_close_must_serve() {
+    without(
+        Mechanism::JoinServesClosed,
+        DEADLOCK,
+        close_alone_ends_the_wait,
+    );
+}
 
-        closer.join().unwrap();
-        releaser.join().unwrap();
-        assert_eq!(semaphore.available(), 1);
-        // Held across the close, the permit still returns its unit.
-        drop(kept);
-        assert_idle(&semaphore);
-    });
+fn close_alone_ends_the_wait() {
+    let semaphore = Arc::new(Semaphore::new(2));
+    let kept = semaphore.try_acquire(1).unwrap();
+    let released = semaphore.clone().try_acquire_owned(1).unwrap();
+
+    let closer = {
+        let semaphore = semaphore.clone();
+        thread::spawn(move || semaphore.close())
+    };
+    let releaser = thread::spawn(move || drop(released));
+    assert_eq!(
+        block_on(semaphore.acquire(2)).unwrap_err(),
+        AcquireError::Closed
+    );
+
+    closer.join().unwrap();
+    releaser.join().unwrap();
+    assert_eq!(semaphore.available(), 1);
+    // Held across the close, the permit still returns its unit.
+    drop(kept);
+    assert_idle(&semaphore);
 }

@@ -102,6 +102,7 @@ pub use permit::OwnedPermit;
 pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
+use crate::mechanism::Mechanism;
 use queue::WaitQueue;
 use state::{available, Refused, State, CLOSED, QUEUED};
 use waiter::{status, Waiter};
@@ -285,10 +286,14 @@ impl Semaphore {
     pub(crate) unsafe fn join(&self, node: &Waiter, queue_share: NonNull<Waiter>) -> usize {
         self.queue.push_arrival(queue_share);
         let prev = self.state.join();
-        let units_back = prev & QUEUED == 0 && available(prev) >= node.units;
+        let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
+        let units_back = prev & QUEUED == 0
+            && available(prev) >= node.units
+            && Mechanism::JoinServesUnitsBack.on();
         // A server may have taken the node from the arrivals, granted it and
         // cleared `QUEUED` before our join set it again: serve to clear it.
-        if prev & CLOSED != 0 || units_back || node.phase() != status::WAITING {
+        let resolved = node.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
+        if closed || units_back || resolved {
             self.queue.serve(&self.state);
         }
         node.phase()
@@ -304,10 +309,12 @@ impl Semaphore {
                 self.queue.push_cancelled(queue_share);
                 // It may have been the head, blocking requests that fit now (Go's
                 // canceled-waiter-at-the-front bug); and the server must let go.
-                self.queue.serve(&self.state);
+                if Mechanism::CancelServes.on() {
+                    self.queue.serve(&self.state);
+                }
                 drop(waker); // user code, after all our work
             }
-            status::GRANTED => self.release(node.units),
+            status::GRANTED if Mechanism::CancelReleasesGrant.on() => self.release(node.units),
             _ => {}
         }
     }

@@ -33,10 +33,11 @@
 use core::ptr::{self, NonNull};
 
 use super::state::{HeadTake, State};
-use super::waiter::{release_queue_ref, status, Links, Waiter};
+use super::waiter::{release_queue_ref, status, Links, Place, Waiter};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
+use crate::mechanism::Mechanism;
 
 /// `role` bit: a thread is serving.
 const LOCKED: usize = 1;
@@ -133,6 +134,9 @@ impl WaitQueue {
     fn take_role(&self) -> bool {
         let mut role = self.role.load(Ordering::Relaxed);
         loop {
+            if role & PENDING != 0 && !Mechanism::RoleAlwaysWrites.on() {
+                return false;
+            }
             let next = if role == 0 { LOCKED } else { role | PENDING };
             match self
                 .role
@@ -193,8 +197,14 @@ impl WaitQueue {
     /// The caller holds the role.
     unsafe fn absorb(&self, state: &State, list: &mut List) {
         state.clear_arrived();
-        let cancelled = self.cancelled.swap(ptr::null_mut(), Ordering::Acquire);
-        let arrivals = self.arrivals.swap(ptr::null_mut(), Ordering::Acquire);
+        let take = |stack: &AtomicPtr<Waiter>| stack.swap(ptr::null_mut(), Ordering::Acquire);
+        let (cancelled, arrivals) = if Mechanism::CancelsFirst.on() {
+            let cancelled = take(&self.cancelled);
+            (cancelled, take(&self.arrivals))
+        } else {
+            let arrivals = take(&self.arrivals);
+            (take(&self.cancelled), arrivals)
+        };
 
         // SAFETY: the swaps acquired the pushes, so the nodes and their stack links
         // are visible and now the server's (the caller holds the role); the queue's
@@ -216,16 +226,26 @@ impl WaitQueue {
                 // now or later) lets go of it.
                 if n.as_ref().phase() == status::WAITING {
                     list.push_back(n);
+                } else {
+                    n.as_ref().set_place(Place::Unlinked);
                 }
             }
 
             let mut node = NonNull::new(cancelled);
             while let Some(n) = node {
                 node = n.as_ref().next_cancelled();
-                if n.as_ref().links().linked {
-                    list.remove(n);
+                match n.as_ref().links().place {
+                    Place::Linked => list.remove(n),
+                    Place::Unlinked => {}
+                    // Would mean the node is still on the arrivals stack, to be
+                    // taken (and read) after this entry lets go of it.
+                    Place::Arriving => {
+                        debug_assert!(false, "a cancel entry overtook its node's arrival")
+                    }
                 }
-                release_queue_ref(n);
+                if Mechanism::ReleaseShare.on() {
+                    release_queue_ref(n);
+                }
             }
         }
     }
@@ -264,13 +284,15 @@ impl WaitQueue {
                 Some(waker) => {
                     self.waiters.fetch_sub(1, Ordering::Relaxed);
                     wakers.push(waker);
-                    // SAFETY: resolved by us, so no cancel entry will name it; this
-                    // is the queue's last touch.
-                    unsafe { release_queue_ref(head) };
+                    if Mechanism::ReleaseShare.on() {
+                        // SAFETY: resolved by us, so no cancel entry will name it;
+                        // this is the queue's last touch.
+                        unsafe { release_queue_ref(head) };
+                    }
                 }
                 None => {
                     // The owner cancelled first; its entry lets go of the node.
-                    if outcome == status::GRANTED {
+                    if outcome == status::GRANTED && Mechanism::GrantGivesBack.on() {
                         state.give_back(node.units);
                     }
                 }
@@ -334,11 +356,11 @@ impl List {
     unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
         // SAFETY: the caller's contract; the tail is linked, hence alive.
         unsafe {
-            debug_assert!(!node.as_ref().links().linked);
+            debug_assert_eq!(node.as_ref().links().place, Place::Arriving);
             node.as_ref().set_links(Links {
                 prev: self.tail,
                 next: None,
-                linked: true,
+                place: Place::Linked,
             });
             match self.tail {
                 Some(tail) => {
@@ -359,8 +381,8 @@ impl List {
     unsafe fn remove(&mut self, node: NonNull<Waiter>) {
         // SAFETY: the caller's contract; linked neighbours are alive.
         unsafe {
-            let Links { prev, next, linked } = node.as_ref().links();
-            debug_assert!(linked);
+            let Links { prev, next, place } = node.as_ref().links();
+            debug_assert_eq!(place, Place::Linked);
             match prev {
                 Some(prev) => {
                     let mut links = prev.as_ref().links();
@@ -380,7 +402,7 @@ impl List {
             node.as_ref().set_links(Links {
                 prev: None,
                 next: None,
-                linked: false,
+                place: Place::Unlinked,
             });
         }
     }

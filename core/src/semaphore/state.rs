@@ -26,6 +26,7 @@
 
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering};
+use crate::mechanism::Mechanism;
 
 /// The semaphore is closed.
 pub(crate) const CLOSED: usize = 1;
@@ -127,7 +128,8 @@ impl State {
     /// made before it.
     #[inline]
     pub(crate) fn join(&self) -> usize {
-        self.0.fetch_or(QUEUED | ARRIVED, Ordering::AcqRel)
+        let arrived = if Mechanism::Arrived.on() { ARRIVED } else { 0 };
+        self.0.fetch_or(QUEUED | arrived, Ordering::AcqRel)
     }
 
     /// Sets `CLOSED`; returns the previous value.

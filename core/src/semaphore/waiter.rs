@@ -45,6 +45,7 @@ use core::task::Waker;
 #[cfg(feature = "alloc")]
 use crate::loom::sync::Arc;
 use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::mechanism::Mechanism;
 
 /// Values and bits of a node's status word.
 pub(crate) mod status {
@@ -92,12 +93,23 @@ unsafe impl Send for Waiter {}
 // out, and each hand-over is a release/acquire pair on an atomic.
 unsafe impl Sync for Waiter {}
 
-/// The server's doubly linked list links.
+/// The server's doubly linked list links, and where the node is for the server.
 #[derive(Clone, Copy)]
 pub(crate) struct Links {
     pub(crate) prev: Option<NonNull<Waiter>>,
     pub(crate) next: Option<NonNull<Waiter>>,
-    pub(crate) linked: bool,
+    pub(crate) place: Place,
+}
+
+/// Where a node is, as the server sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Not yet taken from the arrivals stack.
+    Arriving,
+    /// In the list.
+    Linked,
+    /// Out of the list (or never put in, being cancelled on arrival).
+    Unlinked,
 }
 
 impl Waiter {
@@ -111,7 +123,7 @@ impl Waiter {
             links: UnsafeCell::new(Links {
                 prev: None,
                 next: None,
-                linked: false,
+                place: Place::Arriving,
             }),
         }
     }
@@ -188,6 +200,9 @@ impl Waiter {
                 self.status
                     .fetch_and(!status::REGISTERING, Ordering::Relaxed);
                 drop(mine);
+                if !Mechanism::Registering.on() {
+                    return status::WAITING;
+                }
                 resolved & status::PHASE
             }
         };
@@ -204,6 +219,11 @@ impl Waiter {
     /// store, published by its `Release` CAS out of `REGISTERING`.
     pub(crate) fn resolve(&self, to: usize) -> Option<Option<Waker>> {
         debug_assert!(to == status::GRANTED || to == status::CLOSED);
+        if !Mechanism::PhaseCas.on() {
+            self.status.store(to, Ordering::Release);
+            // SAFETY: none: this is the negative control the loom models must catch.
+            return Some(self.waker.with_mut(|w| unsafe { (*w).take() }));
+        }
         let mut current = self.status.load(Ordering::Acquire);
         loop {
             if current & status::PHASE != status::WAITING {
@@ -296,6 +316,13 @@ impl Waiter {
     pub(crate) unsafe fn set_links(&self, links: Links) {
         // SAFETY: the caller's contract.
         self.links.with_mut(|l| unsafe { *l = links });
+    }
+
+    /// # Safety
+    /// The caller is the server.
+    pub(crate) unsafe fn set_place(&self, place: Place) {
+        // SAFETY: the caller's contract.
+        self.links.with_mut(|l| unsafe { (*l).place = place });
     }
 }
 

@@ -1,0 +1,92 @@
+//! The mechanisms the wait queue relies on, named so that a loom model's negative
+//! control can switch one off and show the model then fails.
+//!
+//! In every build but `--cfg admit_loom`, [`on`] is the constant `true` and the
+//! checks compile away. Under loom, [`switch_off`] turns one mechanism off for the
+//! current thread (loom runs a model's threads on the test's thread) until the
+//! returned guard is dropped.
+
+/// A mechanism the models check by switching it off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    /// A join sets `ARRIVED`, and the server's clearing of `QUEUED` fails while it
+    /// is set: no parker is left behind a cleared `QUEUED`.
+    Arrived,
+    /// The phase leaves `WAITING` by a CAS, so a grant and a cancel cannot both
+    /// win. Off: the server publishes its grant with a blind store.
+    PhaseCas,
+    /// A cancel that lost to a grant releases the granted units.
+    CancelReleasesGrant,
+    /// A grant that lost to a cancel gives the units it took back.
+    GrantGivesBack,
+    /// A cancel that won asks for service (the node may have been the head).
+    CancelServes,
+    /// A join that found the semaphore closed asks for service.
+    JoinServesClosed,
+    /// A join that found nobody queued and the units free asks for service.
+    JoinServesUnitsBack,
+    /// A join that found its own node already resolved asks for service, so the
+    /// `QUEUED` it set again is cleared.
+    JoinServesResolved,
+    /// A re-poll that lost its cell to a resolve reads the phase instead of
+    /// reporting `Pending` with a waker nobody will wake.
+    Registering,
+    /// The server lets go of the queue's share of every node it is done with
+    /// (granted, closed, or cancelled).
+    ReleaseShare,
+    /// Asking for service always writes the role word, even when `PENDING` is set.
+    RoleAlwaysWrites,
+    /// The server takes the cancelled stack before the arrivals, so every node a
+    /// cancel entry names was absorbed already or is in the arrivals it takes next.
+    CancelsFirst,
+}
+
+#[cfg(not(admit_loom))]
+impl Mechanism {
+    /// Always on outside loom.
+    #[inline(always)]
+    pub(crate) const fn on(self) -> bool {
+        true
+    }
+}
+
+#[cfg(admit_loom)]
+pub use switch::{switch_off, SwitchedOff};
+
+#[cfg(admit_loom)]
+mod switch {
+    extern crate std;
+
+    use core::cell::Cell;
+
+    use super::Mechanism;
+
+    std::thread_local! {
+        static OFF: Cell<Option<Mechanism>> = const { Cell::new(None) };
+    }
+
+    impl Mechanism {
+        /// Whether the mechanism is on (every one is, unless a negative control
+        /// switched it off).
+        pub(crate) fn on(self) -> bool {
+            OFF.with(|off| off.get() != Some(self))
+        }
+    }
+
+    /// Switches `mechanism` off on this thread until the guard is dropped.
+    pub fn switch_off(mechanism: Mechanism) -> SwitchedOff {
+        OFF.with(|off| off.set(Some(mechanism)));
+        SwitchedOff(())
+    }
+
+    /// Turns the mechanism back on when dropped.
+    #[derive(Debug)]
+    #[must_use = "the mechanism is on again as soon as the guard is dropped"]
+    pub struct SwitchedOff(());
+
+    impl Drop for SwitchedOff {
+        fn drop(&mut self) {
+            OFF.with(|off| off.set(None));
+        }
+    }
+}

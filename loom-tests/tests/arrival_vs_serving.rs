@@ -1,0 +1,117 @@
+//! A parker's join racing the server: the join lands while a server is emptying
+//! its list and clearing `QUEUED`, or just after the units it was refused came
+//! back. Either way the parker is granted; nobody is left behind a cleared
+//! `QUEUED` or with its units free and nobody serving.
+#![cfg(admit_loom)]
+
+extern crate alloc;
+
+use alloc::sync::Arc;
+
+use admit::mechanism::Mechanism;
+use admit::Semaphore;
+use admit_loom_tests::{assert_idle, without, DEADLOCK};
+use loom::future::block_on;
+use loom::thread;
+
+/// Two parkers and one release: the release's server grants the first and finds
+/// its list empty just as the second, refused by `QUEUED`, pushes its node and
+/// joins. The second's join must stop the server from clearing `QUEUED` (or be
+/// absorbed), or it waits for ever: the first's later release sees no `QUEUED`.
+fn join_while_the_server_clears() {
+    let semaphore = Arc::new(Semaphore::new(1));
+    let held = semaphore.clone().try_acquire_owned(1).unwrap();
+    let parker = || {
+        let semaphore = semaphore.clone();
+        thread::spawn(move || drop(block_on(semaphore.acquire(1)).expect("not closed")))
+    };
+    let (first, second) = (parker(), parker());
+    drop(held);
+    first.join().unwrap();
+    second.join().unwrap();
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn a_join_during_the_servers_clear_is_seen() {
+    loom::model(join_while_the_server_clears);
+}
+
+/// Negative control: a join that does not set `ARRIVED` lets the server clear
+/// `QUEUED` over a parker it has not absorbed.
+#[test]
+fn without_arrived_a_join_is_lost() {
+    without(Mechanism::Arrived, DEADLOCK, join_while_the_server_clears);
+}
+
+/// The waiter's fast path is refused while the unit is held; the release lands
+/// before its join (so it sees no `QUEUED` and serves nobody). The join, finding
+/// the unit back and nobody queued, must ask for service itself.
+fn units_back_before_the_join() {
+    let semaphore = Arc::new(Semaphore::new(1));
+    let held = semaphore.clone().try_acquire_owned(1).unwrap();
+    let releaser = thread::spawn(move || drop(held));
+    drop(block_on(semaphore.acquire(1)).expect("not closed"));
+    releaser.join().unwrap();
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn a_join_finding_the_units_back_is_served() {
+    loom::model(units_back_before_the_join);
+}
+
+/// Negative control: a join that finds the units back and leaves it at that
+/// waits for a release that already happened.
+#[test]
+fn without_serving_on_units_back_the_waiter_is_stranded() {
+    without(
+        Mechanism::JoinServesUnitsBack,
+        DEADLOCK,
+        units_back_before_the_join,
+    );
+}
+
+/// The first waiter is parked; the second pushes its node while the release's
+/// server takes the arrivals, so the server grants the second before its join.
+/// That join then sets `QUEUED` again over nobody: it must ask for service so
+/// the flag is cleared, or the fast path stays refused with a unit free.
+fn granted_before_its_join() {
+    let semaphore = Arc::new(Semaphore::new(4));
+    let held = semaphore.clone().try_acquire_owned(4).unwrap();
+    let mut first = alloc::boxed::Box::pin(semaphore.clone().acquire_owned(1));
+    let first_poll = admit_loom_tests::poll_once(first.as_mut(), core::task::Waker::noop());
+    assert!(first_poll.is_pending());
+    let second = {
+        let semaphore = semaphore.clone();
+        thread::spawn(move || block_on(semaphore.acquire_owned(2)).expect("not closed"))
+    };
+    drop(held);
+    let second = second.join().unwrap();
+    let first = block_on(first).expect("not closed");
+    // One unit free, nobody waiting: the fast path must take it.
+    assert_eq!(semaphore.waiters(), 0);
+    let third = semaphore.try_acquire(1);
+    assert!(
+        third.is_ok(),
+        "a stale QUEUED refused the fast path: {semaphore:?}"
+    );
+    drop((first, second, third));
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn a_join_after_its_own_grant_leaves_no_stale_queued() {
+    loom::model(granted_before_its_join);
+}
+
+/// Negative control: the join that finds its node granted does not ask for
+/// service, and `QUEUED` stays set over an empty queue.
+#[test]
+fn without_serving_a_resolved_join_queued_goes_stale() {
+    without(
+        Mechanism::JoinServesResolved,
+        "a stale QUEUED refused the fast path",
+        granted_before_its_join,
+    );
+}

@@ -1,0 +1,67 @@
+//! A re-poll that swaps the waker racing the grant: whichever comes first, the
+//! future ends `Ready` or the waker it last registered is the one woken, once, and
+//! the one it replaced is not.
+#![cfg(admit_loom)]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::task::Poll;
+
+use admit::mechanism::Mechanism;
+use admit::Semaphore;
+use admit_loom_tests::{assert_idle, poll_once, without, CountingWaker};
+use loom::thread;
+
+fn repoll_racing_the_grant() {
+    let semaphore = Arc::new(Semaphore::new(1));
+    let held = semaphore.clone().try_acquire_owned(1).unwrap();
+    let (first_waker, first_wakes) = CountingWaker::new();
+    let mut fut = Box::pin(semaphore.clone().acquire_owned(1));
+    assert!(poll_once(fut.as_mut(), &first_waker).is_pending());
+
+    let releaser = thread::spawn(move || drop(held));
+    // The task moved: a new waker.
+    let (second_waker, second_wakes) = CountingWaker::new();
+    let repoll = poll_once(fut.as_mut(), &second_waker);
+    releaser.join().unwrap();
+
+    let permit = match repoll {
+        Poll::Ready(permit) => {
+            assert_eq!(second_wakes.wakes(), 0, "woken after returning Ready");
+            permit
+        }
+        Poll::Pending => {
+            assert_eq!(
+                (first_wakes.wakes(), second_wakes.wakes()),
+                (0, 1),
+                "after a Pending re-poll only the new waker may be woken, once"
+            );
+            match poll_once(fut.as_mut(), &second_waker) {
+                Poll::Ready(permit) => permit,
+                Poll::Pending => panic!("woken but not granted"),
+            }
+        }
+    };
+    drop(permit.expect("not closed"));
+    drop(fut);
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn the_last_registered_waker_is_woken() {
+    loom::model(repoll_racing_the_grant);
+}
+
+/// Negative control: a re-poll that loses its cell to a grant and still reports
+/// `Pending` waits for a wake-up the server never sends (it left the waker to the
+/// re-poll).
+#[test]
+fn without_the_registering_hand_over_a_wake_up_is_lost() {
+    without(
+        Mechanism::Registering,
+        "only the new waker may be woken",
+        repoll_racing_the_grant,
+    );
+}
