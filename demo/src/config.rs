@@ -1,6 +1,7 @@
 //! The demo's knobs, their defaults, and the hand-parsed command line.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything a run needs. [`Config::default`] is what `admit-demo` runs with no
@@ -36,11 +37,19 @@ pub struct Config {
     pub global_recorder: bool,
     /// Print the header, a progress line and the summary while running.
     pub verbose: bool,
+    /// Where to write the SVG picture of the run; `None`: nowhere.
+    pub plot: Option<PathBuf>,
+    /// `serve`: how long to wait, after the interrupt, for the units to come back.
+    pub grace: Duration,
 }
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
+
+/// Where the SVG picture of the run goes by default (relative to the working
+/// directory: the workspace root under `cargo run`).
+pub const DEFAULT_PLOT: &str = "target/admit-demo.svg";
 
 /// The most clients a run may start: the demo's traffic stays small and bounded.
 pub const MAX_CLIENTS: usize = 2_000;
@@ -61,6 +70,8 @@ impl Default for Config {
             port: 0,
             global_recorder: true,
             verbose: true,
+            plot: Some(PathBuf::from(DEFAULT_PLOT)),
+            grace: Duration::from_secs(10),
         }
     }
 }
@@ -70,7 +81,8 @@ pub const USAGE: &str = "\
 admit-demo: an upload server behind an admission gate, a burst of clients against it,
 and a check of what the gate did. Runs for about 10 s and exits 0 when every check held.
 
-USAGE: admit-demo [FLAGS]
+USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with the verdict
+       admit-demo serve [FLAGS]    the server alone, until Ctrl-C; then it drains and exits
 
   --memory-budget SIZE     memory the upload sessions may use        [default: 32MiB]
   --session-buffer SIZE    staging buffer per session (one unit)     [default: 8MiB]
@@ -83,7 +95,13 @@ USAGE: admit-demo [FLAGS]
   --waves N                the burst is sent in N waves              [default: 3]
   --payload SIZE           request body size                         [default: 256KiB]
   --port N                 listen on 127.0.0.1:N                     [default: 0, any free port]
+  --plot PATH              write the run as an SVG to PATH ('none': don't) [default: target/admit-demo.svg]
+  --grace TIME             serve: after Ctrl-C, wait this long for units to come back [default: 10s]
   -h, --help               this text
+
+serve takes the server's flags (capacity, budget, hold, port, plot, grace); the load
+flags (--clients, --disconnects, --disconnect-after, --waves, --payload) are the
+load generator's and are refused there.
 
 SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
 TIME: with a suffix ms or s (e.g. 1500ms, 2s, 0.5s).
@@ -106,6 +124,8 @@ impl std::error::Error for ArgError {}
 pub enum Command {
     /// Run with this configuration.
     Run(Config),
+    /// Serve with this configuration, without the load generator.
+    Serve(Config),
     /// Print [`USAGE`].
     Help,
 }
@@ -123,7 +143,11 @@ impl Config {
         A: Into<String>,
     {
         let mut config = Self::default();
-        let mut args = args.into_iter().map(Into::into);
+        let mut args = args.into_iter().map(Into::into).peekable();
+        let serve = args.peek().is_some_and(|first| first == "serve");
+        if serve {
+            args.next();
+        }
         while let Some(arg) = args.next() {
             let (flag, inline) = match arg.split_once('=') {
                 Some((flag, value)) if flag.starts_with("--") => {
@@ -133,6 +157,11 @@ impl Config {
             };
             if flag == "-h" || flag == "--help" {
                 return Ok(Command::Help);
+            }
+            if serve && LOAD_FLAGS.contains(&flag.as_str()) {
+                return Err(ArgError(format!(
+                    "{flag} is a flag of the load generator; `serve` runs the server alone"
+                )));
             }
             let mut value = || {
                 inline
@@ -161,11 +190,20 @@ impl Config {
                         .parse()
                         .map_err(|_| ArgError(format!("{flag}: not a port number: {v}")))?;
                 }
+                "--plot" => {
+                    let v = value()?;
+                    config.plot = (v != "none").then(|| PathBuf::from(v));
+                }
+                "--grace" => config.grace = parse_time(&flag, &value()?)?,
                 _ => return Err(ArgError(format!("unknown argument {flag:?}; try --help"))),
             }
         }
         config.validate()?;
-        Ok(Command::Run(config))
+        Ok(if serve {
+            Command::Serve(config)
+        } else {
+            Command::Run(config)
+        })
     }
 
     /// Checks that the run is one the demo can do and finish on time.
@@ -236,6 +274,15 @@ impl Config {
             .saturating_add(self.wait_budget + self.hold)
     }
 }
+
+/// The load generator's flags, refused by `serve`.
+const LOAD_FLAGS: &[&str] = &[
+    "--clients",
+    "--disconnects",
+    "--disconnect-after",
+    "--waves",
+    "--payload",
+];
 
 fn parse_count(flag: &str, v: &str) -> Result<usize, ArgError> {
     v.parse()

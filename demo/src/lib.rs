@@ -4,15 +4,20 @@
 //! `cargo run -p admit-demo` runs [`run_blocking`] with
 //! [`Config::default`]: it derives the gate's capacity from a memory budget, starts
 //! the server on an ephemeral loopback port, sends a burst of uploads in waves (some
-//! clients hanging up while parked), and prints a [`Report`] whose checks decide the
-//! exit code. The integration test calls [`run`] with a short [`Config`].
+//! clients hanging up while parked), prints a [`Report`] whose checks decide the
+//! exit code, and draws the run as an SVG ([`timeline`]). The integration test calls
+//! [`run`] with a short [`Config`].
+//!
+//! `cargo run -p admit-demo -- serve` runs the server alone ([`serve`]) until
+//! interrupted, for curl or another load tool; then it stops admitting and drains.
 //!
 //! The parts, in the order a reader may want them:
 //!
-//! - [`server`]: the handlers (`gate.acquire(units, route).until(client_gone)`, then
-//!   the staging buffers) and the HTTP mapping of each [`GateError`](admit::GateError);
+//! - [`server`]: the routes behind `admit_tower::AdmitLayer`, the staging buffers,
+//!   the accept loop with its `PeerWatch`;
 //! - [`load`]: the clients, the in-use sampler and the progress line;
-//! - [`report`]: the summary and the checks.
+//! - [`report`]: the summary and the checks;
+//! - [`timeline`]: the run over time, as an SVG.
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -25,13 +30,16 @@ pub mod load;
 pub mod report;
 pub mod scrape;
 pub mod server;
+pub mod timeline;
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use admit::{Capacity, Source};
-use admit_metrics::MetricsObserver;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use tokio::net::TcpListener;
 
 pub use config::{Command, Config, USAGE};
@@ -40,7 +48,8 @@ pub use scrape::Scrape;
 pub use server::Route;
 
 use crate::config::bytes;
-use crate::server::{App, Server, ServerStats, MAX_UNITS, METRICS_PREFIX};
+use crate::server::{App, DemoObserver, Server, ServerStats, UploadGate, MAX_UNITS};
+use crate::timeline::Timeline;
 
 /// A failure that stopped the run before it could check anything.
 pub type RunError = Box<dyn std::error::Error + Send + Sync>;
@@ -64,18 +73,19 @@ pub fn run_blocking(config: Config) -> Result<Report, RunError> {
     runtime.block_on(run(config))
 }
 
-/// Runs the demo: gate, server, load, checks. Prints as it goes when
-/// `config.verbose`. Must be called inside a Tokio runtime with time and I/O
-/// enabled.
-///
-/// # Errors
-///
-/// A configuration the gate rejects, a recorder that cannot be installed, a port
-/// that cannot be bound, or a server that does not answer its first scrape. Failed
-/// checks are not errors: they are in the [`Report`].
-pub async fn run(config: Config) -> Result<Report, RunError> {
-    config.validate()?;
-    let started = Instant::now();
+/// The gate, the server and what they share, as [`run`] and [`serve`] start them.
+struct Setup {
+    gate: UploadGate,
+    stats: Arc<ServerStats>,
+    server: Server,
+    /// Kept alive when the gate reports to a local recorder.
+    local_recorder: Option<PrometheusRecorder>,
+    /// The timeline's sampler and its stop flag.
+    timeline: (tokio::task::JoinHandle<Timeline>, Arc<AtomicBool>),
+}
+
+/// Recorder, gate, server, timeline; prints the header when `config.verbose`.
+async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
     let say = |line: String| {
         if config.verbose {
             println!("{line}");
@@ -95,10 +105,11 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         Some(units) => Capacity::from(units),
         None => Capacity::from_memory_budget(config.memory_budget, config.session_buffer),
     };
+    let stats = Arc::new(ServerStats::default());
     let builder = admit_tokio::gate::<Route>(capacity)
         .max_units(MAX_UNITS)
         .wait_budget(config.wait_budget)
-        .observer(MetricsObserver::new(METRICS_PREFIX));
+        .observer(DemoObserver::new(Arc::clone(&stats)));
     let resolved = builder.resolved_capacity();
     let (gate, local_recorder) = if config.global_recorder {
         metrics::set_global_recorder(recorder)
@@ -109,11 +120,11 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         (gate, Some(recorder))
     };
 
-    say("admit demo: an upload server behind an admission gate, and a burst of clients".into());
+    say(title.to_owned());
     say(String::new());
     say(format!(
         "  capacity  {}",
-        derivation(&config, capacity, resolved)
+        derivation(config, capacity, resolved)
     ));
     say(format!(
         "            cgroup memory limit: {}",
@@ -133,9 +144,8 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         secs(max),
     ));
 
-    // 3. The server.
+    // 3. The server, and the timeline's sampler.
     let listener = TcpListener::bind(("127.0.0.1", config.port)).await?;
-    let stats = Arc::new(ServerStats::default());
     let app = Arc::new(App {
         gate: gate.clone(),
         stats: Arc::clone(&stats),
@@ -144,7 +154,68 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         hold: config.hold,
     });
     let server = Server::start(listener, app)?;
-    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn(timeline::record(
+        gate.clone(),
+        Arc::clone(&stats),
+        TIMELINE_INTERVAL,
+        Arc::clone(&stop),
+    ));
+    Ok(Setup {
+        gate,
+        stats,
+        server,
+        local_recorder,
+        timeline: (sampler, stop),
+    })
+}
+
+/// The timeline's sampling interval.
+pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
+
+impl Setup {
+    /// Stops the sampler and writes the SVG where `config.plot` says.
+    async fn finish_timeline(&mut self, config: &Config) -> Option<Timeline> {
+        self.timeline.1.store(true, Ordering::Relaxed);
+        let timeline = (&mut self.timeline.0).await.ok()?;
+        if let Some(path) = &config.plot {
+            match timeline.write_svg(path, self.gate.capacity()) {
+                Ok(()) if config.verbose => println!("  picture   {}", path.display()),
+                Ok(()) => {}
+                Err(e) => eprintln!("admit-demo: writing {}: {e}", path.display()),
+            }
+        }
+        Some(timeline)
+    }
+}
+
+/// Runs the demo: gate, server, load, checks. Prints as it goes when
+/// `config.verbose`. Must be called inside a Tokio runtime with time and I/O
+/// enabled.
+///
+/// # Errors
+///
+/// A configuration the gate rejects, a recorder that cannot be installed, a port
+/// that cannot be bound, or a server that does not answer its first scrape. Failed
+/// checks are not errors: they are in the [`Report`].
+pub async fn run(config: Config) -> Result<Report, RunError> {
+    config.validate()?;
+    let started = Instant::now();
+    let say = |line: String| {
+        if config.verbose {
+            println!("{line}");
+        }
+    };
+    let mut setup = start(
+        &config,
+        "admit demo: an upload server behind an admission gate, and a burst of clients",
+    )
+    .await?;
+    let (gate, stats, addr) = (
+        setup.gate.clone(),
+        Arc::clone(&setup.stats),
+        setup.server.addr,
+    );
     say(format!(
         "  server    http://{addr}  (POST /upload, POST /mirror, GET /metrics)"
     ));
@@ -187,6 +258,7 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
     }
     let in_use_at_end = gate.in_use();
     let after = scrape(addr).await?;
+    setup.finish_timeline(&config).await;
 
     // 7. A closed gate answers 503 without Retry-After, and counts no shed.
     gate.close();
@@ -199,8 +271,8 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         Err(e) => return Err(format!("probing the closed gate: {e}").into()),
     };
 
-    server.stop().await;
-    drop(local_recorder);
+    setup.server.stop().await;
+    drop(setup.local_recorder);
 
     let report = Report::new(
         &config,
@@ -220,7 +292,131 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
     Ok(report)
 }
 
-async fn scrape(addr: std::net::SocketAddr) -> Result<Scrape, RunError> {
+/// What [`serve`] saw when it stopped.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// Where it listened.
+    pub addr: SocketAddr,
+    /// Requests admitted, and shed, over its life.
+    pub admitted: usize,
+    /// Requests shed over its life.
+    pub shed: usize,
+    /// The drain at the end.
+    pub drained: Drained,
+    /// The run over time.
+    pub timeline: Option<Timeline>,
+}
+
+/// Runs the server alone until `shutdown` completes (the binary: Ctrl-C), printing
+/// its address and its `/metrics` URL; then stops admitting and drains (see
+/// [`drain`]). Must be called inside a Tokio runtime with time and I/O enabled.
+///
+/// `ready` receives the address once the server listens.
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn serve(
+    config: Config,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Served, RunError> {
+    config.validate()?;
+    let mut setup = start(
+        &config,
+        "admit demo: an upload server behind an admission gate (serve: no load generator)",
+    )
+    .await?;
+    let addr = setup.server.addr;
+    if config.verbose {
+        println!("  server    http://{addr}  (POST /upload, POST /mirror)");
+        println!("  /metrics  http://{addr}/metrics");
+        println!(
+            "  try       curl -i -H 'expect: 100-continue' --data-binary @some-file http://{addr}/upload"
+        );
+        println!(
+            "            Ctrl-C stops admitting, drains (at most {}) and exits",
+            secs(config.grace)
+        );
+    }
+    if let Some(ready) = ready {
+        let _ = ready.send(addr);
+    }
+    shutdown.await;
+    if config.verbose {
+        println!("\n  stopping  the gate is closed: new uploads get 503 without Retry-After");
+    }
+    let drained = drain(&setup.gate, &setup.stats, config.grace).await;
+    if config.verbose {
+        println!("  drained   {drained}");
+    }
+    let timeline = setup.finish_timeline(&config).await;
+    setup.server.stop().await;
+    drop(setup.local_recorder);
+    Ok(Served {
+        addr,
+        admitted: setup.stats.admitted.load(Ordering::Relaxed),
+        shed: setup.stats.busy_total(),
+        drained,
+        timeline,
+    })
+}
+
+/// What was still held when [`drain`] gave up (or nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// How long the drain waited.
+    pub waited: Duration,
+    /// Units still held at the end, per route in [`Route::ALL`](admit::Source::ALL)
+    /// order.
+    pub held: [usize; 2],
+}
+
+impl Drained {
+    /// Whether every unit came back.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.held.iter().all(|&n| n == 0)
+    }
+}
+
+impl std::fmt::Display for Drained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_complete() {
+            write!(f, "every unit back after {}", secs(self.waited))
+        } else {
+            write!(
+                f,
+                "gave up after {} with units still held: upload {}, mirror {}",
+                secs(self.waited),
+                self.held[0],
+                self.held[1]
+            )
+        }
+    }
+}
+
+/// Stops admitting and waits for the units to come back: closes the gate (parked
+/// and new requests get `503` without `Retry-After`), then waits until no unit is
+/// in use or `grace` has passed, and reports what was still held per route.
+///
+/// A stand-in, kept in this one function, for the core's drain (issue "Gate
+/// lifecycle": close, then await every unit's return up to a deadline, reporting
+/// what was still held per source): it polls `gate.in_use()` every 10 ms on Tokio's
+/// clock, and takes the per-route figures from the demo's observer.
+pub async fn drain(gate: &UploadGate, stats: &ServerStats, grace: Duration) -> Drained {
+    gate.close();
+    let started = tokio::time::Instant::now();
+    while gate.in_use() > 0 && started.elapsed() < grace {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Drained {
+        waited: started.elapsed(),
+        held: [stats.in_use(Route::Upload), stats.in_use(Route::Mirror)],
+    }
+}
+
+async fn scrape(addr: SocketAddr) -> Result<Scrape, RunError> {
     let response = client::get(addr, "/metrics")
         .await
         .map_err(|e| format!("scraping /metrics: {e}"))?;

@@ -20,8 +20,6 @@ pub struct ServerCounts {
     pub busy: [usize; 2],
     /// `GateError::Cancelled`: the client hung up while parked.
     pub cancelled: usize,
-    /// Handlers dropped while parked.
-    pub dropped_while_parked: usize,
     /// `GateError::Closed`.
     pub closed: usize,
     /// `GateError::ExceedsCapacity`.
@@ -37,7 +35,6 @@ impl From<&ServerStats> for ServerCounts {
             admitted: n(&s.admitted),
             busy: [s.busy(Route::Upload), s.busy(Route::Mirror)],
             cancelled: n(&s.cancelled),
-            dropped_while_parked: n(&s.dropped_while_parked),
             closed: n(&s.closed),
             exceeds_capacity: n(&s.exceeds_capacity),
             body_errors: n(&s.body_errors),
@@ -370,11 +367,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "            shed by route: upload {}, mirror {}; server saw {} hang-ups as Cancelled, {} dropped, {} after admission",
+            "            shed by route: upload {}, mirror {}; server saw {} hang-ups as Cancelled, {} after admission",
             self.shed[0],
             self.shed[1],
             self.server.cancelled,
-            self.server.dropped_while_parked,
             self.server.body_errors,
         )?;
         writeln!(

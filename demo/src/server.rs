@@ -1,46 +1,40 @@
-//! The upload server: axum routes on a hyper HTTP/1.1 accept loop, each upload
-//! opening sessions through the gate.
+//! The upload server: axum routes behind `admit_tower::AdmitLayer`, on a hyper-util
+//! HTTP/1.1 accept loop with a `PeerWatch` per connection.
 //!
 //! `POST /upload` opens one session (one unit), `POST /mirror` two at once (two
-//! units: the same body staged for two destinations). The handler parks on the gate
-//! *before* it reads the body, so a parked request holds no staging buffer; once
-//! admitted it buffers the body into its session buffers, "processes" it for the
-//! configured hold time, and releases the units.
-//!
-//! A client that hangs up while parked must not be counted as a shed. Hyper does not
-//! notice a hang-up while the handler has not asked for the body yet (it is not
-//! reading the socket then), so each connection gets a [`PeerWatch`] that waits for
-//! the peer's FIN or RST without reading, and the handler passes it to
-//! [`GateAcquire::until`](admit::GateAcquire::until). On
-//! [`GateError::Cancelled`] nothing is written: the handler marks its response
-//! [`ClientGone`] and the accept loop turns that into a service error, on which hyper
-//! closes the connection without a response.
+//! units: the same body staged for two destinations); `GET /metrics` bypasses the
+//! gate. The layer parks a request *before* the handler reads its body, so a parked
+//! request holds no staging buffer and (with `Expect: 100-continue`) its client has
+//! not sent the body; it answers a shed with `503` + `Retry-After`, writes nothing
+//! to a client that hung up while parked (the `PeerWatch` notices), and holds the
+//! units until the response has been sent. What is left here is the demo's own:
+//! the staging buffers, the simulated processing, and the server-side tallies.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use admit::{Gate, GateError};
+use admit::{GateError, Observer, Source};
 use admit_metrics::MetricsObserver;
-use admit_tokio::TokioTimer;
+use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
 use axum::body::Body;
 use axum::extract::{Extension, State};
-use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
-use axum::http::{Request, StatusCode};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use http::request::Parts;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::io::Interest;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
-use tower::ServiceExt;
+use tower::ServiceBuilder;
 
 admit::sources! {
     /// Where an upload session is opened: one label per endpoint, so the shed
@@ -72,11 +66,28 @@ impl Route {
         }
     }
 
-    const fn index(self) -> usize {
+    /// Its position in [`Route::ALL`](admit::Source::ALL).
+    #[must_use]
+    pub const fn index(self) -> usize {
         match self {
             Self::Upload => 0,
             Self::Mirror => 1,
         }
+    }
+
+    fn from_label(label: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|r| r.label() == label)
+    }
+}
+
+/// The layer's decision: the upload routes wait for their units, everything else
+/// (`/metrics`) bypasses the gate.
+#[must_use]
+pub fn decide(head: &Parts) -> Decision<Route> {
+    match head.uri.path() {
+        "/upload" => Decision::admit(Route::Upload.units(), Route::Upload),
+        "/mirror" => Decision::admit(Route::Mirror.units(), Route::Mirror),
+        _ => Decision::Bypass,
     }
 }
 
@@ -88,9 +99,9 @@ pub const MAX_UNITS: usize = 2;
 pub const METRICS_PREFIX: &str = "upload_sessions";
 
 /// The demo's gate.
-pub type UploadGate = Gate<Route, TokioTimer, MetricsObserver>;
+pub type UploadGate = admit_tokio::Gate<Route, DemoObserver>;
 
-/// What the handlers saw, counted on the server side.
+/// What the server saw, counted on the server side.
 #[derive(Debug, Default)]
 pub struct ServerStats {
     /// Requests admitted (a permit was granted).
@@ -99,14 +110,14 @@ pub struct ServerStats {
     pub busy: [AtomicUsize; 2],
     /// `GateError::Cancelled`: the client hung up while parked.
     pub cancelled: AtomicUsize,
-    /// Handler futures dropped while parked (hyper closed the connection first).
-    pub dropped_while_parked: AtomicUsize,
     /// `GateError::Closed`.
     pub closed: AtomicUsize,
     /// `GateError::ExceedsCapacity`.
     pub exceeds_capacity: AtomicUsize,
     /// Admitted, but the body did not arrive whole (e.g. the client hung up).
     pub body_errors: AtomicUsize,
+    /// Units held now, per route.
+    pub in_use: [AtomicUsize; 2],
     /// How long each admitted request waited for its units.
     waits: Mutex<Vec<Duration>>,
 }
@@ -124,10 +135,67 @@ impl ServerStats {
         self.busy[route.index()].load(Ordering::Relaxed)
     }
 
+    /// Units held now on `route`.
+    #[must_use]
+    pub fn in_use(&self, route: Route) -> usize {
+        self.in_use[route.index()].load(Ordering::Relaxed)
+    }
+
     /// The admitted requests' waits so far.
     #[must_use]
     pub fn waits(&self) -> Vec<Duration> {
         self.waits.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The gate's observer: the `metrics` one, plus the demo's own tallies.
+#[derive(Debug)]
+pub struct DemoObserver {
+    metrics: MetricsObserver,
+    stats: Arc<ServerStats>,
+}
+
+impl DemoObserver {
+    /// Reports to `metrics` under [`METRICS_PREFIX`], and counts into `stats`.
+    #[must_use]
+    pub fn new(stats: Arc<ServerStats>) -> Self {
+        Self {
+            metrics: MetricsObserver::new(METRICS_PREFIX),
+            stats,
+        }
+    }
+}
+
+impl Observer for DemoObserver {
+    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
+        self.metrics.on_start(capacity, sources);
+    }
+
+    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
+        self.metrics.on_admit(source, units, waited);
+        self.stats.admitted.fetch_add(1, Ordering::Relaxed);
+        if let Some(route) = Route::from_label(source) {
+            self.stats.in_use[route.index()].fetch_add(units, Ordering::Relaxed);
+        }
+        self.stats
+            .waits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(waited);
+    }
+
+    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
+        self.metrics.on_release(source, units, held);
+        if let Some(route) = Route::from_label(source) {
+            self.stats.in_use[route.index()].fetch_sub(units, Ordering::Relaxed);
+        }
+    }
+
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
+        self.metrics.on_shed(source, units, waited);
+        if let Some(route) = Route::from_label(source) {
+            self.stats.busy[route.index()].fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -157,12 +225,33 @@ pub struct Server {
 
 impl Server {
     /// Serves `app` on `listener` until [`stop`](Self::stop).
+    ///
+    /// # Errors
+    ///
+    /// If the listener's address cannot be read.
     pub fn start(listener: TcpListener, app: Arc<App>) -> io::Result<Self> {
         let addr = listener.local_addr()?;
+        let stats = Arc::clone(&app.stats);
+        let admit = AdmitLayer::new(app.gate.clone(), decide).on_reject(move |error, _head| {
+            // Busy is tallied by the observer; these two are not sheds.
+            match error {
+                GateError::Closed => stats.closed.fetch_add(1, Ordering::Relaxed),
+                GateError::ExceedsCapacity(_) => {
+                    stats.exceeds_capacity.fetch_add(1, Ordering::Relaxed)
+                }
+                GateError::Busy { .. } | GateError::Cancelled => 0,
+            };
+            admit_tower::default_response(error).unwrap_or_default()
+        });
         let router = Router::new()
-            .route(Route::Upload.path(), post(upload))
-            .route(Route::Mirror.path(), post(mirror))
+            .route(Route::Upload.path(), post(stage))
+            .route(Route::Mirror.path(), post(stage))
             .route("/metrics", get(metrics))
+            .layer(admit)
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&app),
+                count_hang_ups,
+            ))
             .with_state(app);
         let (shutdown, stopped) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, router, stopped));
@@ -180,19 +269,6 @@ impl Server {
     }
 }
 
-/// Marks a response that must not be written: the client has gone. The accept loop
-/// turns it into a service error, and hyper closes the connection without writing.
-#[derive(Debug, Clone, Copy)]
-pub struct ClientGone;
-
-impl std::fmt::Display for ClientGone {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the client hung up while waiting for admission")
-    }
-}
-
-impl std::error::Error for ClientGone {}
-
 async fn accept_loop(listener: TcpListener, router: Router, mut stopped: oneshot::Receiver<()>) {
     let mut connections = JoinSet::new();
     loop {
@@ -204,94 +280,31 @@ async fn accept_loop(listener: TcpListener, router: Router, mut stopped: oneshot
             _ = &mut stopped => break,
         };
         let _ = stream.set_nodelay(true);
-        let peer = PeerWatch::new(&stream);
-        let router = router.clone();
-        connections.spawn(async move {
-            let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
-                request.extensions_mut().insert(peer.clone());
-                let router = router.clone();
-                async move {
-                    let response = match router.oneshot(request).await {
-                        Ok(response) => response,
-                        Err(never) => match never {},
-                    };
-                    if response.extensions().get::<ClientGone>().is_some() {
-                        Err(ClientGone)
-                    } else {
-                        Ok(response)
-                    }
-                }
-            });
-            // An error here is a client that went away, or a `ClientGone`: both end
-            // the connection, which is all there is to do.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+        let service = ServiceBuilder::new()
+            // The hang-up watch; a "client gone" answer closes without a byte.
+            .layer(PeerWatch::new(&stream).layer())
+            .service(router.clone());
+        connections.spawn(
+            hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)),
+        );
         while connections.try_join_next().is_some() {}
     }
     connections.shutdown().await;
 }
 
-/// Resolves when the peer of a connection has hung up (FIN or RST), without
-/// reading from it.
-///
-/// Holds a second handle (a `dup`) of the connection's socket, registered with
-/// Tokio on its own, and waits for "read closed" readiness. Data arriving is not a
-/// hang-up: its readiness is cleared and the wait goes on. The duplicate is dropped
-/// with the connection, so it never keeps a socket open past hyper's close.
-#[derive(Debug, Clone)]
-pub struct PeerWatch(Option<Arc<TcpStream>>);
-
-impl PeerWatch {
-    fn new(stream: &TcpStream) -> Self {
-        let dup = socket2::SockRef::from(stream)
-            .try_clone()
-            .ok()
-            .and_then(|socket| {
-                let std: std::net::TcpStream = socket.into();
-                std.set_nonblocking(true).ok()?;
-                TcpStream::from_std(std).ok()
-            });
-        Self(dup.map(Arc::new))
-    }
-
-    /// Completes when the peer has hung up; never, if the socket could not be
-    /// watched.
-    pub async fn gone(&self) {
-        let Some(socket) = &self.0 else {
-            return std::future::pending().await;
-        };
-        loop {
-            match socket.ready(Interest::READABLE).await {
-                Ok(ready) if ready.is_read_closed() || ready.is_error() => return,
-                Ok(_) => {
-                    // Only data (e.g. a body sent without `Expect: 100-continue`):
-                    // clear that readiness and wait for the next event.
-                    let _ = socket.try_io(Interest::READABLE, || {
-                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                    });
-                }
-                Err(_) => return,
-            }
-        }
-    }
-}
-
-async fn upload(
+/// Counts a hang-up the layer answered with "nothing" (before `PeerWatch`'s layer
+/// turns it into a closed connection).
+async fn count_hang_ups(
     State(app): State<Arc<App>>,
-    Extension(peer): Extension<PeerWatch>,
-    body: Body,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
 ) -> Response {
-    open_sessions(&app, Route::Upload, &peer, body).await
-}
-
-async fn mirror(
-    State(app): State<Arc<App>>,
-    Extension(peer): Extension<PeerWatch>,
-    body: Body,
-) -> Response {
-    open_sessions(&app, Route::Mirror, &peer, body).await
+    let response = next.run(request).await;
+    if response.extensions().get::<ClientGone>().is_some() {
+        app.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+    response
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
@@ -303,31 +316,20 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         .into_response()
 }
 
-/// The handler of both upload routes: admission, then the staging buffers.
-async fn open_sessions(app: &App, route: Route, peer: &PeerWatch, body: Body) -> Response {
-    let units = route.units();
-    let started = Instant::now();
-    let parked = ParkedGuard(&app.stats);
-    let acquired = app.gate.acquire(units, route).until(peer.gone()).await;
-    std::mem::forget(parked);
-    let permit = match acquired {
-        Ok(permit) => permit,
-        Err(refused) => return refuse(app, route, &refused),
-    };
-    app.stats.admitted.fetch_add(1, Ordering::Relaxed);
-    app.stats
-        .waits
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(started.elapsed());
-
-    // One staging buffer per session, filled while the units are held. Asking for
-    // the body is also what makes hyper send `100 Continue` to a client that waits
-    // for it, so a parked or shed request never had its body sent at all.
+/// Both upload routes, once admitted: one staging buffer per session, filled from
+/// the body (at most a session buffer: `413` past it), then "processing" for the
+/// configured hold. The layer returns the units when the answer has been sent.
+async fn stage(
+    State(app): State<Arc<App>>,
+    Extension(permit): Extension<AdmitPermit<Route>>,
+    mut body: Body,
+) -> Response {
+    let units = permit.units();
+    // Asking for the body is what makes hyper send `100 Continue` to a client that
+    // waits for it: a parked or shed request never had its body sent at all.
     let mut sessions: Vec<Vec<u8>> = (0..units)
         .map(|_| Vec::with_capacity(app.session_buffer))
         .collect();
-    let mut body = body;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
             app.stats.body_errors.fetch_add(1, Ordering::Relaxed);
@@ -349,48 +351,9 @@ async fn open_sessions(app: &App, route: Route, peer: &PeerWatch, body: Body) ->
     }
     tokio::time::sleep(app.hold).await; // "processing", with the sessions held
     let stored = sessions[0].len();
-    drop(sessions);
-    drop(permit);
     (
         StatusCode::OK,
         format!("stored {stored} bytes in {units} session(s)\n"),
     )
         .into_response()
-}
-
-/// The answer to a refused acquire, through `admit-http`: 503 with `Retry-After` for
-/// a shed, 503 without it for a closed or misconfigured gate, nothing at all for a
-/// client that has gone.
-fn refuse(app: &App, route: Route, error: &GateError) -> Response {
-    let tally = match error {
-        GateError::Busy { .. } => &app.stats.busy[route.index()],
-        GateError::Cancelled => &app.stats.cancelled,
-        GateError::ExceedsCapacity(_) => &app.stats.exceeds_capacity,
-        GateError::Closed => &app.stats.closed,
-    };
-    tally.fetch_add(1, Ordering::Relaxed);
-    match admit_http::response_parts(error) {
-        None => {
-            let mut gone = Response::new(Body::empty());
-            gone.extensions_mut().insert(ClientGone);
-            gone
-        }
-        Some((status, retry_after)) => {
-            let mut response = (status, format!("{error}\n")).into_response();
-            if let Some(value) = retry_after {
-                response.headers_mut().insert(RETRY_AFTER, value);
-            }
-            response
-        }
-    }
-}
-
-/// Counts a handler dropped while parked (the acquire future dropped, not
-/// `Cancelled`); forgotten once the acquire returns.
-struct ParkedGuard<'a>(&'a ServerStats);
-
-impl Drop for ParkedGuard<'_> {
-    fn drop(&mut self) {
-        self.0.dropped_while_parked.fetch_add(1, Ordering::Relaxed);
-    }
 }

@@ -62,6 +62,16 @@ pub type AsyncStdTimer = admit_smol::SmolTimer;
 /// The future of [`AsyncStdTimer`]'s `sleep_until`.
 pub use admit_smol::Sleep;
 
+/// A gate on async-std (async-io's clock): [`admit::Gate`] with its timer set to [`AsyncStdTimer`], so that
+/// application state names the two parameters that vary, the source type and the
+/// observer: `admit_async_std::Gate<Route, MetricsObserver>` for a gate built with
+/// `.observer(MetricsObserver::new(..))`, `admit_async_std::Gate<Route, ()>` for one without.
+///
+/// The observer has no default on purpose: with one, `Gate<Route>` would silently
+/// name a gate that observes nothing, and state holding the gate the application
+/// built (with metrics) would fail to type-check far from the cause.
+pub type Gate<S, O> = admit::Gate<S, AsyncStdTimer, O>;
+
 /// [`admit::Gate::builder`] with an [`AsyncStdTimer`] (origin: now) already set:
 /// configure the rest and [`build`](GateBuilder::build).
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, AsyncStdTimer, ()> {

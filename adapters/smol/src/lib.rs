@@ -33,15 +33,25 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
 
-use admit::{Capacity, Gate, GateBuilder, Timer};
+use admit::{Capacity, GateBuilder, Timer};
 
-/// [`Gate::builder`] with a [`SmolTimer`] (origin: now) already set: configure the rest
+/// A gate on async-io's clock (smol): [`admit::Gate`] with its timer set to [`SmolTimer`], so that
+/// application state names the two parameters that vary, the source type and the
+/// observer: `admit_smol::Gate<Route, MetricsObserver>` for a gate built with
+/// `.observer(MetricsObserver::new(..))`, `admit_smol::Gate<Route, ()>` for one without.
+///
+/// The observer has no default on purpose: with one, `Gate<Route>` would silently
+/// name a gate that observes nothing, and state holding the gate the application
+/// built (with metrics) would fail to type-check far from the cause.
+pub type Gate<S, O> = admit::Gate<S, SmolTimer, O>;
+
+/// [`admit::Gate::builder`] with a [`SmolTimer`] (origin: now) already set: configure the rest
 /// and [`build`](GateBuilder::build).
 ///
 /// `S` is the gate's [`Source`](admit::Source) type, usually inferred from the gate's
 /// use or given as `gate::<Route>(..)`.
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, SmolTimer, ()> {
-    Gate::builder(capacity).timer(SmolTimer::new())
+    admit::Gate::builder(capacity).timer(SmolTimer::new())
 }
 
 /// A [`Timer`] whose clock is [`std::time::Instant`] and whose sleeps are

@@ -28,17 +28,45 @@
 
 use core::time::Duration;
 
-use admit::{Capacity, Gate, GateBuilder, Timer};
+use admit::{Capacity, GateBuilder, Timer};
 use tokio::time::Instant;
 
-/// [`Gate::builder`] with a [`TokioTimer`] (origin: now) already set: configure the rest
+/// A gate on Tokio's clock: [`admit::Gate`] with its timer set to [`TokioTimer`], so that
+/// application state names the two parameters that vary, the source type and the
+/// observer: `admit_tokio::Gate<Route, MetricsObserver>` for a gate built with
+/// `.observer(MetricsObserver::new(..))`, `admit_tokio::Gate<Route, ()>` for one without.
+///
+/// The observer has no default on purpose: with one, `Gate<Route>` would silently
+/// name a gate that observes nothing, and state holding the gate the application
+/// built (with metrics) would fail to type-check far from the cause.
+///
+/// # Examples
+///
+/// ```
+/// admit::sources! { pub enum Route { Upload => "upload" } }
+///
+/// /// What the handlers share.
+/// struct AppState {
+///     gate: admit_tokio::Gate<Route, ()>, // no observer, said out loud
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), admit::ConfigError> {
+/// let state = AppState { gate: admit_tokio::gate(4).build()? };
+/// assert_eq!(state.gate.capacity(), 4);
+/// # Ok(())
+/// # }
+/// ```
+pub type Gate<S, O> = admit::Gate<S, TokioTimer, O>;
+
+/// [`admit::Gate::builder`] with a [`TokioTimer`] (origin: now) already set: configure the rest
 /// and [`build`](GateBuilder::build).
 ///
 /// `S` is the gate's [`Source`](admit::Source) type, usually inferred from the gate's
 /// use or given as `gate::<Route>(..)`. Call it inside the runtime whose clock the
 /// gate should follow (see [`TokioTimer`]).
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, TokioTimer, ()> {
-    Gate::builder(capacity).timer(TokioTimer::new())
+    admit::Gate::builder(capacity).timer(TokioTimer::new())
 }
 
 /// A [`Timer`] whose clock is [`tokio::time::Instant`] and whose sleeps are

@@ -1,0 +1,160 @@
+//! The response body: the inner service's body with the permit riding inside it, or
+//! the layer's own short answer.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use crate::permit::Hold;
+use crate::reject::ClientGone;
+use crate::BoxError;
+
+pin_project! {
+    /// The body of every response of [`Admit`](crate::Admit): the inner service's
+    /// body, carrying the request's permit until it has yielded its last frame, failed,
+    /// or been dropped; or the layer's own answer to a refused request.
+    ///
+    /// An upload or a download session is the body, not the handler: a handler
+    /// returning a streaming body returns at once, and the units stay held while the
+    /// stream is sent. When hyper drops the body (the client went away mid-stream),
+    /// the units return with it.
+    pub struct AdmitBody<B> {
+        #[pin]
+        kind: Kind<B>,
+        hold: Hold,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        Full { data: Option<Bytes> },
+        Gone { reported: bool },
+    }
+}
+
+impl<B> AdmitBody<B> {
+    pub(crate) fn inner(body: B, hold: Hold) -> Self {
+        Self {
+            kind: Kind::Inner { body },
+            hold,
+        }
+    }
+
+    pub(crate) fn full(data: Bytes) -> Self {
+        Self {
+            kind: Kind::Full {
+                data: (!data.is_empty()).then_some(data),
+            },
+            hold: Hold::none(),
+        }
+    }
+
+    /// A body that fails on its first poll, so that hyper closes the connection
+    /// instead of finishing a response nobody is there to read.
+    pub(crate) fn gone() -> Self {
+        Self {
+            kind: Kind::Gone { reported: false },
+            hold: Hold::none(),
+        }
+    }
+
+    /// The same refusal body, for another inner body type.
+    pub(crate) fn retype<C>(self) -> AdmitBody<C> {
+        let kind = match self.kind {
+            Kind::Full { data } => Kind::Full { data },
+            Kind::Gone { reported } => Kind::Gone { reported },
+            Kind::Inner { .. } => unreachable!("only a refusal is retyped"),
+        };
+        AdmitBody {
+            kind,
+            hold: self.hold,
+        }
+    }
+
+    /// Whether this body still holds units (its request's permit, not yet released).
+    #[must_use]
+    pub fn holds_permit(&self) -> bool {
+        self.hold.is_held()
+    }
+}
+
+impl<B> Body for AdmitBody<B>
+where
+    B: Body,
+    B::Data: From<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        match this.kind.project() {
+            KindProj::Inner { body } => match body.poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                Poll::Ready(Some(Err(e))) => {
+                    this.hold.release();
+                    Poll::Ready(Some(Err(e.into())))
+                }
+                Poll::Ready(None) => {
+                    // The last frame is out: the session is over.
+                    this.hold.release();
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            KindProj::Full { data } => {
+                Poll::Ready(data.take().map(|d| Ok(Frame::data(B::Data::from(d)))))
+            }
+            KindProj::Gone { reported } => {
+                if *reported {
+                    Poll::Ready(None)
+                } else {
+                    *reported = true;
+                    Poll::Ready(Some(Err(Box::new(ClientGone))))
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Full { data } => data.is_none(),
+            Kind::Gone { reported } => *reported,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Full { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+            Kind::Gone { .. } => SizeHint::default(),
+        }
+    }
+}
+
+impl<B> fmt::Debug for AdmitBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Inner { .. } => "inner",
+            Kind::Full { .. } => "rejection",
+            Kind::Gone { .. } => "client gone",
+        };
+        f.debug_struct("AdmitBody")
+            .field("kind", &kind)
+            .field("holds_permit", &self.hold.is_held())
+            .finish()
+    }
+}

@@ -1,0 +1,56 @@
+//! What the caller's closure says about one request.
+
+/// The caller's decision for one request, made from its head
+/// ([`http::request::Parts`]) before the body is touched.
+///
+/// # Examples
+///
+/// ```
+/// use admit_tower::Decision;
+/// use http::request::Parts;
+///
+/// admit::sources! {
+///     /// Where an upload session is opened.
+///     pub enum Route { Upload => "upload", Mirror => "mirror" }
+/// }
+///
+/// fn decide(head: &Parts) -> Decision<Route> {
+///     match head.uri.path() {
+///         "/upload" => Decision::admit(1, Route::Upload),
+///         "/mirror" => Decision::admit(2, Route::Mirror),
+///         _ => Decision::Bypass, // health checks, /metrics: never wait, hold nothing
+///     }
+/// }
+///
+/// let (head, ()) = http::Request::get("/mirror").body(()).unwrap().into_parts();
+/// assert_eq!(decide(&head), Decision::admit(2, Route::Mirror));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision<S> {
+    /// Wait (up to the gate's budget, or the request's [`WaitCeiling`](crate::WaitCeiling))
+    /// for `units` units on behalf of `source`, then call the inner service holding them.
+    Admit {
+        /// Units the request holds while its response is produced and sent. Must
+        /// not be 0.
+        units: usize,
+        /// The call site, for the gate's metrics.
+        source: S,
+    },
+    /// Call the inner service at once, holding nothing: health checks, `/metrics`,
+    /// anything cheap that must answer while the gate is full.
+    Bypass,
+}
+
+impl<S> Decision<S> {
+    /// [`Decision::Admit`] with `units` units for `source`.
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`: a zero-unit admission would hold nothing, and only a
+    /// composition bug produces one (the gate panics likewise).
+    #[must_use]
+    pub fn admit(units: usize, source: S) -> Self {
+        assert!(units > 0, "admit_tower::Decision::admit: zero units");
+        Self::Admit { units, source }
+    }
+}

@@ -1,0 +1,192 @@
+//! The permit's shared slot: held by the response body, reachable by the handler.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use admit::{GatePermit, Source};
+
+/// The units an admitted request holds, reachable from the handler through a
+/// request extension (`Extension<AdmitPermit<Route>>` in axum,
+/// `request.extensions().get::<AdmitPermit<Route>>()` elsewhere).
+///
+/// The layer puts the [`GatePermit`] in a slot shared by this handle and the
+/// response body: whichever lets go first returns the units. By default that is the
+/// body, when it has yielded its last frame or is dropped (the connection closed).
+/// A handler that is done with the expensive part early calls
+/// [`release`](Self::release), and the body then holds nothing; one that must hold
+/// the units past the response (background work) [`take`](Self::take)s the permit.
+///
+/// Cloning the handle does not clone the units: every clone reaches the same slot.
+///
+/// # Examples
+///
+/// ```
+/// use admit_tower::AdmitPermit;
+/// use axum::Extension;
+///
+/// admit::sources! { pub enum Route { Upload => "upload" } }
+///
+/// async fn upload(Extension(permit): Extension<AdmitPermit<Route>>) -> &'static str {
+///     // ... stage the upload, holding the units ...
+///     permit.release(); // the slow, cheap part (sending the answer) holds nothing
+///     "stored\n"
+/// }
+/// # let _ = upload;
+/// ```
+pub struct AdmitPermit<S: Source> {
+    slot: Arc<Slot<S>>,
+}
+
+pub(crate) struct Slot<S: Source> {
+    permit: Mutex<Option<GatePermit<S>>>,
+    units: usize,
+    source: S,
+}
+
+impl<S: Source> Slot<S> {
+    pub(crate) fn new(permit: GatePermit<S>) -> Arc<Self> {
+        Arc::new(Self {
+            units: permit.units(),
+            source: permit.source(),
+            permit: Mutex::new(Some(permit)),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<GatePermit<S>>> {
+        // A panic while the lock was held cannot leave the `Option` half-written.
+        self.permit.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self) -> Option<GatePermit<S>> {
+        self.lock().take()
+    }
+}
+
+/// The release side of a slot with its source type erased, so the response body
+/// is not generic over it.
+pub(crate) trait Release: Send + Sync {
+    /// Returns the units if they are still in the slot.
+    fn release(&self);
+
+    /// Whether the slot still holds the units.
+    fn is_held(&self) -> bool;
+}
+
+impl<S: Source> Release for Slot<S> {
+    fn release(&self) {
+        // Taken under the lock, dropped outside it: the drop runs the observer.
+        drop(self.take());
+    }
+
+    fn is_held(&self) -> bool {
+        self.lock().is_some()
+    }
+}
+
+/// Owns one reference to a slot and releases it when dropped, unless the slot is
+/// empty by then. Moves from the response future into the response body.
+pub(crate) struct Hold(Option<Arc<dyn Release>>);
+
+impl Hold {
+    pub(crate) fn new(slot: Arc<dyn Release>) -> Self {
+        Self(Some(slot))
+    }
+
+    pub(crate) const fn none() -> Self {
+        Self(None)
+    }
+
+    /// Whether the slot it refers to still holds units.
+    pub(crate) fn is_held(&self) -> bool {
+        self.0.as_ref().is_some_and(|slot| slot.is_held())
+    }
+
+    /// Releases now (idempotent).
+    pub(crate) fn release(&mut self) {
+        if let Some(slot) = self.0.take() {
+            slot.release();
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl fmt::Debug for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Hold").field(&self.0.is_some()).finish()
+    }
+}
+
+impl<S: Source> AdmitPermit<S> {
+    pub(crate) fn new(slot: Arc<Slot<S>>) -> Self {
+        Self { slot }
+    }
+
+    /// Returns the units now, if the slot still holds them. Returns whether this
+    /// call released them (`false` if they were already released or taken).
+    pub fn release(&self) -> bool {
+        match self.slot.take() {
+            Some(permit) => {
+                drop(permit);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the permit out of the slot, so that the response body no longer holds
+    /// it: the caller now decides when the units return (by dropping it). `None` if
+    /// it was already released or taken.
+    #[must_use = "dropping the taken permit returns its units at once"]
+    pub fn take(&self) -> Option<GatePermit<S>> {
+        self.slot.take()
+    }
+
+    /// Whether the slot still holds the units.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.slot.lock().is_some()
+    }
+
+    /// The units the request was admitted with (also after release).
+    #[must_use]
+    pub fn units(&self) -> usize {
+        self.slot.units
+    }
+
+    /// The call site the request was admitted for.
+    #[must_use]
+    pub fn source(&self) -> S {
+        self.slot.source
+    }
+
+    /// How long the units have been held so far, by the gate's timer; `None` once
+    /// released or taken.
+    #[must_use]
+    pub fn held_for(&self) -> Option<Duration> {
+        self.slot.lock().as_ref().map(GatePermit::held_for)
+    }
+}
+
+impl<S: Source> Clone for AdmitPermit<S> {
+    fn clone(&self) -> Self {
+        Self {
+            slot: Arc::clone(&self.slot),
+        }
+    }
+}
+
+impl<S: Source> fmt::Debug for AdmitPermit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmitPermit")
+            .field("units", &self.slot.units)
+            .field("source", &self.slot.source.label())
+            .field("held", &self.is_held())
+            .finish()
+    }
+}

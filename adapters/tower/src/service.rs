@@ -1,0 +1,461 @@
+//! The `Layer`/`Service` pair and its response future.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use admit::{Gate, GateError, GatePermit, Observer, Source, Timer};
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::body::AdmitBody;
+use crate::permit::{AdmitPermit, Hold, Slot};
+use crate::reject::{default_response, gone_parts};
+use crate::signal::{HangUp, WaitCeiling};
+use crate::Decision;
+
+type BoxAcquire<S> = Pin<Box<dyn Future<Output = Result<GatePermit<S>, GateError>> + Send>>;
+
+/// A gate with its timer and observer types erased: the layer names only the
+/// source type. The acquire is boxed anyway (it must own a clone of the gate to be
+/// `'static`), so the erasure costs one indirect call.
+trait DynGate<S: Source>: Send + Sync {
+    fn acquire(
+        &self,
+        units: usize,
+        source: S,
+        ceiling: Option<Duration>,
+        hang_up: Option<HangUp>,
+    ) -> BoxAcquire<S>;
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+impl<S: Source, T: Timer, O: Observer> DynGate<S> for Gate<S, T, O> {
+    fn acquire(
+        &self,
+        units: usize,
+        source: S,
+        ceiling: Option<Duration>,
+        hang_up: Option<HangUp>,
+    ) -> BoxAcquire<S> {
+        let gate = self.clone();
+        Box::pin(async move {
+            let mut acquire = gate.acquire(units, source);
+            if let Some(ceiling) = ceiling {
+                acquire = acquire.ceiling(ceiling);
+            }
+            match hang_up {
+                Some(hang_up) => acquire.until(hang_up.wait()).await,
+                None => acquire.await,
+            }
+        })
+    }
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+type RejectFn = dyn Fn(&GateError, &Parts) -> Response<Bytes> + Send + Sync;
+
+/// What every clone of the layer and its services share.
+struct Shared<S: Source, D> {
+    gate: Box<dyn DynGate<S>>,
+    decide: D,
+    reject: Option<Box<RejectFn>>,
+}
+
+impl<S: Source, D> Shared<S, D> {
+    fn reject(&self, error: &GateError, head: &Parts) -> Option<Response<Bytes>> {
+        match (error, &self.reject) {
+            (GateError::Cancelled, _) => None,
+            (_, Some(reject)) => Some(reject(error, head)),
+            (_, None) => default_response(error),
+        }
+    }
+}
+
+/// A [`Layer`] that admits each request through a [`Gate`]: see [`Admit`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admit_tower::{AdmitLayer, Decision};
+/// use axum::{routing::{get, post}, Router};
+///
+/// admit::sources! {
+///     /// Where an upload session is opened.
+///     pub enum Route { Upload => "upload", Mirror => "mirror" }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), admit::ConfigError> {
+/// let gate = admit_tokio::gate(4).max_units(2).wait_budget(Duration::from_secs(5)).build()?;
+/// let app: Router = Router::new()
+///     .route("/upload", post(|| async { "stored\n" }))
+///     .route("/mirror", post(|| async { "mirrored\n" }))
+///     .route("/healthz", get(|| async { "ok\n" }))
+///     .layer(AdmitLayer::new(gate, |head: &http::request::Parts| match head.uri.path() {
+///         "/upload" => Decision::admit(1, Route::Upload),
+///         "/mirror" => Decision::admit(2, Route::Mirror),
+///         _ => Decision::Bypass,
+///     }));
+/// # let _ = app;
+/// # Ok(())
+/// # }
+/// ```
+pub struct AdmitLayer<S: Source, D> {
+    shared: Arc<Shared<S, D>>,
+}
+
+impl<S: Source, D> AdmitLayer<S, D>
+where
+    D: Fn(&Parts) -> Decision<S> + Send + Sync + 'static,
+{
+    /// Admits every request through `gate`, with the units and source (or bypass)
+    /// that `decide` picks from the request's head.
+    pub fn new<T: Timer, O: Observer>(gate: Gate<S, T, O>, decide: D) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                gate: Box::new(gate),
+                decide,
+                reject: None,
+            }),
+        }
+    }
+
+    /// Replaces the answer to a refused request ([`GateError::Busy`],
+    /// [`ExceedsCapacity`](GateError::ExceedsCapacity), [`Closed`](GateError::Closed);
+    /// never called for [`Cancelled`](GateError::Cancelled), to which nothing is
+    /// written). The default is [`default_response`](crate::default_response).
+    ///
+    /// # Panics
+    ///
+    /// If the layer was already cloned (set it right after [`new`](Self::new)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit::GateError;
+    /// use admit_tower::{AdmitLayer, Decision};
+    /// use http::header::{CONTENT_TYPE, RETRY_AFTER};
+    ///
+    /// admit::sources! { pub enum Route { Upload => "upload" } }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), admit::ConfigError> {
+    /// let gate = admit_tokio::gate(4).build()?;
+    /// let layer = AdmitLayer::new(gate, |_: &http::request::Parts| Decision::admit(1, Route::Upload))
+    ///     .on_reject(|error, _head| {
+    ///         let mut response = http::Response::new(format!("{{\"error\":\"{error}\"}}").into());
+    ///         *response.status_mut() = admit_http::status(error).unwrap_or_default();
+    ///         response.headers_mut().insert(CONTENT_TYPE, "application/json".parse().unwrap());
+    ///         if let Some(retry_after) = admit_http::retry_after(error) {
+    ///             response.headers_mut().insert(RETRY_AFTER, retry_after);
+    ///         }
+    ///         response
+    ///     });
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn on_reject<R>(mut self, reject: R) -> Self
+    where
+        R: Fn(&GateError, &Parts) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        Arc::get_mut(&mut self.shared)
+            .expect("AdmitLayer::on_reject must be called before the layer is cloned")
+            .reject = Some(Box::new(reject));
+        self
+    }
+}
+
+impl<S: Source, D> Clone for AdmitLayer<S, D> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: Source, D> fmt::Debug for AdmitLayer<S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmitLayer")
+            .field("gate", &DebugGate(&*self.shared.gate))
+            .field("custom_reject", &self.shared.reject.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+struct DebugGate<'a, S: Source>(&'a dyn DynGate<S>);
+
+impl<S: Source> fmt::Debug for DebugGate<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.debug(f)
+    }
+}
+
+impl<Svc, S: Source, D> Layer<Svc> for AdmitLayer<S, D> {
+    type Service = Admit<Svc, S, D>;
+
+    fn layer(&self, inner: Svc) -> Self::Service {
+        Admit {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// A [`Service`] that admits each request through a [`Gate`] before calling the
+/// inner service, and holds the units until the response body is finished.
+///
+/// Per request, in `call`:
+///
+/// 1. The layer's closure looks at the head ([`Parts`]) and returns a
+///    [`Decision`]: [`Bypass`](Decision::Bypass) calls the inner service at once;
+///    [`Admit`](Decision::Admit) waits for the units. The body is not touched before
+///    admission, so a parked request holds no memory for it (and a client that sent
+///    `Expect: 100-continue` has not sent it).
+/// 2. The wait ends at the gate's budget, at the request's [`WaitCeiling`] if
+///    sooner, or when its [`HangUp`] fires (or, with the `axum` and `tokio` features,
+///    its `ConnectInfo<PeerWatch>`).
+/// 3. Granted: an [`AdmitPermit`] goes into the request's extensions, the inner
+///    service is called, and the permit rides in the response's [`AdmitBody`] until
+///    the body has yielded its last frame or is dropped. Dropped before a response
+///    (the connection closed): the units return at once.
+/// 4. Refused: the inner service is not called. [`GateError::Busy`],
+///    [`ExceedsCapacity`](GateError::ExceedsCapacity) and [`Closed`](GateError::Closed)
+///    become a `503` (with `Retry-After` for `Busy` only), or what
+///    [`AdmitLayer::on_reject`] makes of them. [`Cancelled`](GateError::Cancelled)
+///    becomes a response marked [`ClientGone`](crate::ClientGone) whose body fails at
+///    once, so hyper closes the connection instead of answering.
+///
+/// `poll_ready` only asks the inner service: no unit is taken before a request
+/// exists, so a service made ready and never called (by a server, a `Buffer`, a
+/// balancer) and an idle keep-alive connection hold nothing. The ready inner service
+/// moves into the response future and is called once the request is admitted; a
+/// fresh clone takes its place (so `Svc: Clone`, as axum's and tower's services
+/// are).
+///
+/// Runtime-agnostic: the only clock is the gate's [`Timer`].
+pub struct Admit<Svc, S: Source, D> {
+    inner: Svc,
+    shared: Arc<Shared<S, D>>,
+}
+
+impl<Svc: Clone, S: Source, D> Clone for Admit<Svc, S, D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<Svc: fmt::Debug, S: Source, D> fmt::Debug for Admit<Svc, S, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admit")
+            .field("inner", &self.inner)
+            .field("gate", &DebugGate(&*self.shared.gate))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Svc, S, D, B, RB> Service<Request<B>> for Admit<Svc, S, D>
+where
+    Svc: Service<Request<B>, Response = Response<RB>> + Clone,
+    S: Source,
+    D: Fn(&Parts) -> Decision<S> + Send + Sync + 'static,
+{
+    type Response = Response<AdmitBody<RB>>;
+    type Error = Svc::Error;
+    type Future = ResponseFuture<Svc, B, S, D>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Only the inner service: the units are taken in `call`, for a request that
+        // exists.
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let (head, body) = request.into_parts();
+        let decision = (self.shared.decide)(&head);
+        let request = Request::from_parts(head, body);
+        match decision {
+            Decision::Bypass => ResponseFuture {
+                state: State::Calling {
+                    future: self.inner.call(request),
+                    hold: Some(Hold::none()),
+                },
+            },
+            Decision::Admit { units, source } => {
+                let ceiling = request.extensions().get::<WaitCeiling>().map(|c| c.0);
+                let hang_up = hang_up(&request);
+                let acquire = self.shared.gate.acquire(units, source, ceiling, hang_up);
+                // The ready service goes with the request; a clone stays for the next.
+                let ready = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, ready);
+                ResponseFuture {
+                    state: State::Admitting {
+                        acquire,
+                        service: Some(ready),
+                        request: Some(request),
+                        shared: Arc::clone(&self.shared),
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// The request's hang-up signal: a [`HangUp`] extension, or (axum and tokio
+/// features) the [`PeerWatch`](crate::PeerWatch) axum put in its connect info.
+fn hang_up<B>(request: &Request<B>) -> Option<HangUp> {
+    if let Some(hang_up) = request.extensions().get::<HangUp>() {
+        return Some(hang_up.clone());
+    }
+    #[cfg(all(feature = "axum", feature = "tokio"))]
+    if let Some(axum::extract::ConnectInfo(peer)) = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<crate::PeerWatch>>()
+    {
+        return Some(peer.hang_up());
+    }
+    None
+}
+
+pin_project! {
+    /// The future of [`Admit::call`]: waits for admission, then runs the inner
+    /// service's future.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it while parked counts nothing and frees the request's place in
+    /// the queue; dropping it after admission returns the units.
+    pub struct ResponseFuture<Svc, B, S, D>
+    where
+        Svc: Service<Request<B>>,
+        S: Source,
+    {
+        #[pin]
+        state: State<Svc, B, S, D>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<Svc, B, S, D>
+    where
+        Svc: Service<Request<B>>,
+        S: Source,
+    {
+        Admitting {
+            acquire: BoxAcquire<S>,
+            service: Option<Svc>,
+            request: Option<Request<B>>,
+            shared: Arc<Shared<S, D>>,
+        },
+        Calling {
+            #[pin]
+            future: Svc::Future,
+            // Taken when the response is ready; dropped (units returned) if the
+            // future is dropped first.
+            hold: Option<Hold>,
+        },
+        Refused {
+            response: Option<Response<AdmitBody<()>>>,
+        },
+    }
+}
+
+impl<Svc, B, S, D, RB> Future for ResponseFuture<Svc, B, S, D>
+where
+    Svc: Service<Request<B>, Response = Response<RB>>,
+    S: Source,
+{
+    type Output = Result<Response<AdmitBody<RB>>, Svc::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let mut state = self.as_mut().project().state;
+            match state.as_mut().project() {
+                StateProj::Admitting {
+                    acquire,
+                    service,
+                    request,
+                    shared,
+                } => {
+                    let outcome = match acquire.as_mut().poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(outcome) => outcome,
+                    };
+                    let mut request = request.take().expect("polled after completion");
+                    let mut service = service.take().expect("polled after completion");
+                    let next = match outcome {
+                        Ok(permit) => {
+                            let slot = Slot::new(permit);
+                            request
+                                .extensions_mut()
+                                .insert(AdmitPermit::new(Arc::clone(&slot)));
+                            State::Calling {
+                                future: service.call(request),
+                                hold: Some(Hold::new(slot)),
+                            }
+                        }
+                        Err(error) => {
+                            let (head, _body) = request.into_parts();
+                            let response = match shared.reject(&error, &head) {
+                                Some(response) => response.map(AdmitBody::full),
+                                None => Response::from_parts(gone_parts(), AdmitBody::gone()),
+                            };
+                            State::Refused {
+                                response: Some(response),
+                            }
+                        }
+                    };
+                    state.set(next);
+                }
+                StateProj::Calling { future, hold } => {
+                    let response = match future.poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Ready(Ok(response)) => response,
+                    };
+                    let hold = hold.take().expect("polled after completion");
+                    return Poll::Ready(Ok(response.map(|body| AdmitBody::inner(body, hold))));
+                }
+                StateProj::Refused { response } => {
+                    let response = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(response.map(AdmitBody::retype)));
+                }
+            }
+        }
+    }
+}
+
+impl<Svc, B, S, D> fmt::Debug for ResponseFuture<Svc, B, S, D>
+where
+    Svc: Service<Request<B>>,
+    S: Source,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Admitting { .. } => "admitting",
+            State::Calling { .. } => "calling",
+            State::Refused { .. } => "refused",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
