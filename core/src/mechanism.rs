@@ -1,10 +1,10 @@
 //! The mechanisms the wait queue relies on, named so that a loom model's negative
 //! control can switch one off and show the model then fails.
 //!
-//! In every build but `--cfg admit_loom`, [`on`] is the constant `true` and the
-//! checks compile away. Under loom, [`switch_off`] turns one mechanism off for the
-//! current thread (loom runs a model's threads on the test's thread) until the
-//! returned guard is dropped.
+//! In every build but `--cfg admit_loom` (and the shuttle unit tests), `on` is the
+//! constant `true` and the checks compile away. There, [`switch_off`] turns one
+//! mechanism off for the current thread (loom and shuttle run a model's threads on
+//! the test's thread) until the returned guard is dropped.
 
 /// A mechanism the models check by switching it off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +39,13 @@ pub enum Mechanism {
     /// The server takes the cancelled stack before the arrivals, so every node a
     /// cancel entry names was absorbed already or is in the arrivals it takes next.
     CancelsFirst,
+    /// Without `alloc`: a future's drop waits until the queue has let go of its
+    /// node, whose memory is the future's.
+    #[cfg(not(feature = "alloc"))]
+    DropWaitsForQueue,
 }
 
-#[cfg(not(admit_loom))]
+#[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
 impl Mechanism {
     /// Always on outside loom.
     #[inline(always)]
@@ -50,10 +54,12 @@ impl Mechanism {
     }
 }
 
+#[cfg(any(admit_loom, all(test, admit_shuttle)))]
+pub use switch::switch_off;
 #[cfg(admit_loom)]
-pub use switch::{switch_off, SwitchedOff};
+pub use switch::SwitchedOff;
 
-#[cfg(admit_loom)]
+#[cfg(any(admit_loom, all(test, admit_shuttle)))]
 mod switch {
     extern crate std;
 

@@ -85,6 +85,8 @@ mod acquire;
 mod error;
 mod permit;
 mod queue;
+#[cfg(all(test, admit_shuttle))]
+mod shuttle;
 mod state;
 mod waiter;
 mod wake_list;
