@@ -8,3 +8,16 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p admit --no-default-features -- -D warnings
 cargo clippy -p admit --no-default-features --features alloc -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# The test-only builds: the inline-node test without `alloc`, the loom models (both
+# builds) and the shuttle schedules, each with its cfg.
+cargo clippy -p admit --no-default-features --test inline_nodes -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p admit -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p admit --no-default-features -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p admit-loom-tests --all-targets -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p admit-loom-tests --no-default-features --test inline_nodes -- -D warnings
+RUSTFLAGS="--cfg admit_shuttle" CARGO_TARGET_DIR=target-shuttle \
+    cargo clippy -p admit --lib --tests -- -D warnings

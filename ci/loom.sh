@@ -15,8 +15,13 @@ if ! [[ "$LOOM_MAX_PREEMPTIONS" =~ ^[0-9]+$ ]] || ((LOOM_MAX_PREEMPTIONS < 3)); 
     exit 2
 fi
 
-cmd=(cargo test -p admit-loom-tests --release "$@")
-echo "+ RUSTFLAGS=\"$RUSTFLAGS\" CARGO_TARGET_DIR=$CARGO_TARGET_DIR" \
-    "CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=$CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS" \
-    "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS ${cmd[*]}"
-"${cmd[@]}"
+run() {
+    echo "+ RUSTFLAGS=\"$RUSTFLAGS\" CARGO_TARGET_DIR=$CARGO_TARGET_DIR" \
+        "CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=$CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS" \
+        "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS $*"
+    "$@"
+}
+# The default build (nodes co-owned through `Arc`), then the build without `alloc`
+# (nodes inside the futures).
+run cargo test -p admit-loom-tests --release "$@"
+run cargo test -p admit-loom-tests --release --no-default-features --test inline_nodes "$@"

@@ -8,3 +8,5 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_MIRI:-$PWD/target-miri}"
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}"
 set -x
 cargo +nightly miri test -p admit --lib --tests "$@"
+# Without `alloc`: nodes inside the futures.
+cargo +nightly miri test -p admit --no-default-features --test inline_nodes "$@"

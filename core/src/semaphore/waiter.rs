@@ -445,13 +445,25 @@ impl NodeSlot {
 #[cfg(not(feature = "alloc"))]
 impl Drop for NodeSlot {
     fn drop(&mut self) {
-        if self.parked {
-            // The one wait in the crate, without `alloc` only: the queue may still
-            // read the node. The owner's drop resolved it first (cancel or grant),
-            // after which the server lets go within a bounded number of its steps.
-            while self.node.status.load(Ordering::Acquire) & status::QUEUE_REF != 0 {
-                crate::loom::sync::spin_loop();
-            }
+        if !self.parked {
+            return;
+        }
+        // The one wait in the crate, without `alloc` only: the queue may still
+        // read the node. The owner's drop resolved it first (cancel or grant),
+        // after which the server lets go within a bounded number of its steps.
+        while Mechanism::DropWaitsForQueue.on()
+            && self.node.status.load(Ordering::Acquire) & status::QUEUE_REF != 0
+        {
+            crate::loom::sync::spin_loop();
+        }
+        // Under loom, stand in for the memory going away: a write to the
+        // server's cell, which loom reports as a race if the queue could still
+        // touch the node.
+        #[cfg(admit_loom)]
+        // SAFETY: the queue let go of the node (the wait above), so its cells
+        // are the owner's again.
+        unsafe {
+            self.node.set_place(Place::Unlinked);
         }
     }
 }

@@ -1,0 +1,82 @@
+//! Without `alloc` the wait node lives in the future, and a future's drop waits
+//! until the queue has let go of its node: the one wait in the crate. These models
+//! run that build (`ci/loom.sh` runs this file with `--no-default-features`): a
+//! parked future dropped while another thread serves, and a granted one dropped
+//! while the server is still finishing with its node. Loom checks the drop never
+//! returns while the server can still touch the node (a cell access after the
+//! drop would race the next use of that memory), and that nothing hangs.
+#![cfg(all(admit_loom, not(feature = "alloc")))]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use core::task::Waker;
+
+use admit::Semaphore;
+use admit_loom_tests::{assert_idle, poll_once};
+use loom::future::block_on;
+use loom::thread;
+
+/// X is parked behind nothing; its drop races the release that grants it, so the
+/// drop meets a parked node (cancel, then wait for the server to let go), a node
+/// mid-grant, or a grant it returns.
+#[test]
+fn drop_waits_for_the_server_to_let_go() {
+    loom::model(|| {
+        let semaphore = leak(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+        let dropper = {
+            thread::spawn(move || {
+                let mut x = Box::pin(semaphore.acquire(1));
+                let _ = poll_once(x.as_mut(), Waker::noop());
+                drop(x);
+            })
+        };
+        drop(held);
+        dropper.join().unwrap();
+        assert_idle(semaphore);
+    });
+}
+
+/// A waiter granted on another thread completes and is dropped at once, while the
+/// granting thread may still be finishing with its node.
+#[test]
+fn a_granted_future_dropped_at_once() {
+    loom::model(|| {
+        let semaphore = leak(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+        let mut waiter = Box::pin(semaphore.acquire(1));
+        assert!(poll_once(waiter.as_mut(), Waker::noop()).is_pending());
+        let releaser = thread::spawn(move || drop(held));
+        drop(block_on(waiter).expect("not closed"));
+        releaser.join().unwrap();
+        assert_idle(semaphore);
+    });
+}
+
+/// Without `alloc` there are no owned permits: a permit that moves to another
+/// thread borrows a semaphore that lives for ever.
+fn leak(semaphore: Semaphore) -> &'static Semaphore {
+    Box::leak(Box::new(semaphore))
+}
+
+/// Negative control: a drop that does not wait for the queue to let go of the node
+/// frees memory the server still touches (a race loom reports).
+#[test]
+fn a_drop_that_does_not_wait_races_the_server() {
+    admit_loom_tests::without(
+        admit::mechanism::Mechanism::DropWaitsForQueue,
+        "Causality violation",
+        || {
+            let semaphore = leak(Semaphore::new(1));
+            let held = semaphore.try_acquire(1).unwrap();
+            let dropper = thread::spawn(move || {
+                let mut x = Box::pin(semaphore.acquire(1));
+                let _ = poll_once(x.as_mut(), Waker::noop());
+                drop(x);
+            });
+            drop(held);
+            dropper.join().unwrap();
+        },
+    );
+}
