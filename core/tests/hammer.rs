@@ -1,6 +1,8 @@
 //! A multi-threaded hammer with random weights, cancellations and `try_acquire`s:
 //! units in use, counted after each grant and before each release, never exceed
-//! the capacity, and everything is back at the end.
+//! the capacity, and everything is back at the end. Run with as many threads as
+//! cores, and oversubscribed (32 threads: on a 2-core machine, sixteen runnable
+//! threads per core, so threads are descheduled mid-operation all the time).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,11 +32,19 @@ fn hold(in_use: &AtomicUsize, units: usize) {
 
 #[test]
 fn units_in_use_never_exceed_capacity() {
-    let ops = if cfg!(miri) { 50 } else { 20_000 };
+    hammer(4, if cfg!(miri) { 50 } else { 20_000 });
+}
+
+#[test]
+fn units_in_use_never_exceed_capacity_oversubscribed() {
+    hammer(32, if cfg!(miri) { 5 } else { 2_500 });
+}
+
+fn hammer(threads: u64, ops: usize) {
     let sem = Semaphore::new(CAPACITY);
     let in_use = AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for seed in 1..=4u64 {
+        for seed in 1..=threads {
             let (sem, in_use) = (&sem, &in_use);
             s.spawn(move || {
                 let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));

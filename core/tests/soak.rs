@@ -6,7 +6,8 @@
 //!
 //! (`ADMIT_SOAK_SECS` defaults to 600.) The run is a sequence of rounds until the
 //! time is up. Each round makes a fresh semaphore of a random capacity and runs
-//! four worker threads and one releaser thread against it:
+//! `ADMIT_SOAK_WORKERS` worker threads (default 4; 32 for the oversubscribed soak)
+//! and one releaser thread against it:
 //!
 //! - workers mix blocking `acquire` / `acquire_owned` (under futures-lite's
 //!   `block_on`), `try_acquire` / `try_acquire_owned`, and *probes*: an acquire
@@ -43,7 +44,6 @@ use std::time::{Duration, Instant};
 use admit::{AcquireError, AcquireOwned, OwnedPermit, Permit, Semaphore, TryAcquireError};
 use futures_lite::future::block_on;
 
-const WORKERS: u64 = 4;
 const OPS_PER_WORKER: u64 = 5_000;
 const CAPACITIES: [usize; 8] = [1, 2, 3, 4, 5, 8, 16, 64];
 const STALL_LIMIT: Duration = Duration::from_secs(60);
@@ -184,6 +184,10 @@ fn run_round(round: u64, totals: &Totals) {
     let mut rng = XorShift::new(round.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
     let capacity = CAPACITIES[(rng.next() % CAPACITIES.len() as u64) as usize];
     let close_at = (rng.next() % 2 == 0).then(|| rng.next() % OPS_PER_WORKER);
+    let workers: u64 = std::env::var("ADMIT_SOAK_WORKERS").ok().map_or(4, |s| {
+        s.parse()
+            .expect("ADMIT_SOAK_WORKERS is a number of threads")
+    });
     let r = Round {
         sem: Arc::new(Semaphore::new(capacity)),
         capacity,
@@ -196,7 +200,7 @@ fn run_round(round: u64, totals: &Totals) {
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel::<Msg>();
         let releaser = s.spawn(|| releaser(&r, rx));
-        let workers: Vec<_> = (0..WORKERS)
+        let workers: Vec<_> = (0..workers)
             .map(|w| {
                 let tx = tx.clone();
                 let close_at = if w == 0 { close_at } else { None };
