@@ -33,7 +33,7 @@
 use core::ptr::{self, NonNull};
 
 use super::state::{HeadTake, State};
-use super::waiter::{release_queue_ref, status, Links, Place, Waiter};
+use super::waiter::{release_queue_ref, status, Links, Place, StackLink, Waiter};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
@@ -98,21 +98,27 @@ impl WaitQueue {
     /// `Acquire` swap.
     pub(crate) fn push_arrival(&self, node: NonNull<Waiter>) {
         self.waiters.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the node is not yet shared, so its `next_arrival` is ours.
-        let set_next =
-            |next: *mut Waiter| unsafe { node.as_ref().set_next_arrival(NonNull::new(next)) };
-        push(&self.arrivals, node, set_next);
+        // SAFETY: the queue's share keeps the node alive; it is not yet shared, so
+        // its `next_arrival` is ours until the push publishes it.
+        push(
+            &self.arrivals,
+            node,
+            unsafe { node.as_ref() }.next_arrival(),
+        );
     }
 
     /// An owner that won its node's cancel pushes it, handing the server the
     /// queue's share to let go of; the caller then asks for service.
     pub(crate) fn push_cancelled(&self, node: NonNull<Waiter>) {
         self.waiters.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: the cancel was won, so `next_cancelled` is the owner's until this
-        // push publishes it (a node is cancelled at most once).
-        let set_next =
-            |next: *mut Waiter| unsafe { node.as_ref().set_next_cancelled(NonNull::new(next)) };
-        push(&self.cancelled, node, set_next);
+        // SAFETY: the queue's share keeps the node alive; the cancel was won, so
+        // `next_cancelled` is the owner's until this push publishes it (a node is
+        // cancelled at most once).
+        push(
+            &self.cancelled,
+            node,
+            unsafe { node.as_ref() }.next_cancelled(),
+        );
     }
 
     /// Serves the queue now, or leaves it to the thread that is serving. Never
@@ -215,13 +221,14 @@ impl WaitQueue {
             let mut node = NonNull::new(arrivals);
             let mut oldest_first = None;
             while let Some(n) = node {
-                node = n.as_ref().next_arrival();
-                n.as_ref().set_next_arrival(oldest_first);
+                let link = n.as_ref().next_arrival();
+                node = link.get();
+                link.set(oldest_first.map_or(ptr::null_mut(), NonNull::as_ptr));
                 oldest_first = Some(n);
             }
             let mut node = oldest_first;
             while let Some(n) = node {
-                node = n.as_ref().next_arrival();
+                node = n.as_ref().next_arrival().get();
                 // A node cancelled already is not linked: its cancel entry (taken
                 // now or later) lets go of it.
                 if n.as_ref().phase() == status::WAITING {
@@ -233,7 +240,7 @@ impl WaitQueue {
 
             let mut node = NonNull::new(cancelled);
             while let Some(n) = node {
-                node = n.as_ref().next_cancelled();
+                node = n.as_ref().next_cancelled().get();
                 match n.as_ref().links().place {
                     Place::Linked => list.remove(n),
                     Place::Unlinked => {}
@@ -316,13 +323,20 @@ impl WaitQueue {
     }
 }
 
-/// Pushes `node` onto a Treiber stack. Push-only stacks that are taken whole by a
-/// swap have no ABA problem: a CAS that succeeds links the node to whatever node is
-/// at the head at that instant.
-fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, set_next: impl Fn(*mut Waiter)) {
+/// Pushes `node` onto a Treiber stack through its `link`, which only the pusher
+/// touches until the push succeeds.
+///
+/// Push-only stacks taken whole by a swap have no ABA problem for the algorithm: a
+/// CAS that succeeds links the node to whatever node is at the head at that
+/// instant. The link is an address with exposed provenance so that it also names
+/// that node in Rust's memory model when the address was reused ([`StackLink`]).
+fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) {
+    // Anyone may link to this node by address from now on.
+    let _ = node.as_ptr().expose_provenance();
     let mut head = stack.load(Ordering::Relaxed);
     loop {
-        set_next(head);
+        // SAFETY: the node is not published until the CAS below succeeds.
+        unsafe { link.set(head) };
         match stack.compare_exchange_weak(head, node.as_ptr(), Ordering::Release, Ordering::Relaxed)
         {
             Ok(_) => return,

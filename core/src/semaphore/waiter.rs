@@ -77,10 +77,10 @@ pub(crate) struct Waiter {
     waker: UnsafeCell<Option<Waker>>,
     /// # Safety
     /// Written before the arrivals push, then the server's.
-    next_arrival: UnsafeCell<Option<NonNull<Waiter>>>,
+    next_arrival: StackLink,
     /// # Safety
     /// Written before the cancelled push, then the server's.
-    next_cancelled: UnsafeCell<Option<NonNull<Waiter>>>,
+    next_cancelled: StackLink,
     /// # Safety
     /// The server's only.
     links: UnsafeCell<Links>,
@@ -92,6 +92,42 @@ unsafe impl Send for Waiter {}
 // SAFETY: every cell is accessed by one party at a time, as the module docs set
 // out, and each hand-over is a release/acquire pair on an atomic.
 unsafe impl Sync for Waiter {}
+
+/// A node's link in one of the push-only stacks: the address of the next node,
+/// with exposed provenance.
+///
+/// Why an address: a pusher links its node to the head it read, and its CAS
+/// succeeds if the head still has that *address*. Between the read and the CAS the
+/// node there may have been taken by the server, freed, and its memory reused by a
+/// new node now at the head (ABA). The link is then right (it names the node at the
+/// head), but a pointer read before the reuse carries the freed node's provenance,
+/// and following it would be undefined behaviour in Rust's memory model even though
+/// the address is live. Every node's provenance is exposed when it is pushed, and
+/// the server rebuilds each link with [`core::ptr::with_exposed_provenance_mut`],
+/// which takes the provenance of the node that lives at the address now.
+pub(crate) struct StackLink(UnsafeCell<usize>);
+
+impl StackLink {
+    fn new() -> Self {
+        Self(UnsafeCell::new(0))
+    }
+
+    /// # Safety
+    /// The caller may touch this link (module docs: "Cells and who touches them").
+    pub(crate) unsafe fn get(&self) -> Option<NonNull<Waiter>> {
+        // SAFETY: the caller's contract.
+        let addr = self.0.with_mut(|a| unsafe { *a });
+        NonNull::new(core::ptr::with_exposed_provenance_mut(addr))
+    }
+
+    /// # Safety
+    /// The caller may touch this link (module docs).
+    pub(crate) unsafe fn set(&self, next: *mut Waiter) {
+        let addr = next.expose_provenance();
+        // SAFETY: the caller's contract.
+        self.0.with_mut(|a| unsafe { *a = addr });
+    }
+}
 
 /// The server's doubly linked list links, and where the node is for the server.
 #[derive(Clone, Copy)]
@@ -118,8 +154,8 @@ impl Waiter {
             units,
             status: AtomicUsize::new(status::WAITING),
             waker: UnsafeCell::new(None),
-            next_arrival: UnsafeCell::new(None),
-            next_cancelled: UnsafeCell::new(None),
+            next_arrival: StackLink::new(),
+            next_cancelled: StackLink::new(),
             links: UnsafeCell::new(Links {
                 prev: None,
                 next: None,
@@ -276,32 +312,14 @@ impl Waiter {
         self.waker.with_mut(|w| unsafe { (*w).take() })
     }
 
-    /// # Safety
-    /// The caller may touch `next_arrival` (module docs).
-    pub(crate) unsafe fn next_arrival(&self) -> Option<NonNull<Waiter>> {
-        // SAFETY: the caller's contract.
-        self.next_arrival.with_mut(|n| unsafe { *n })
+    /// The link of the arrivals stack.
+    pub(crate) fn next_arrival(&self) -> &StackLink {
+        &self.next_arrival
     }
 
-    /// # Safety
-    /// The caller may touch `next_arrival` (module docs).
-    pub(crate) unsafe fn set_next_arrival(&self, next: Option<NonNull<Waiter>>) {
-        // SAFETY: the caller's contract.
-        self.next_arrival.with_mut(|n| unsafe { *n = next });
-    }
-
-    /// # Safety
-    /// The caller may touch `next_cancelled` (module docs).
-    pub(crate) unsafe fn next_cancelled(&self) -> Option<NonNull<Waiter>> {
-        // SAFETY: the caller's contract.
-        self.next_cancelled.with_mut(|n| unsafe { *n })
-    }
-
-    /// # Safety
-    /// The caller may touch `next_cancelled` (module docs).
-    pub(crate) unsafe fn set_next_cancelled(&self, next: Option<NonNull<Waiter>>) {
-        // SAFETY: the caller's contract.
-        self.next_cancelled.with_mut(|n| unsafe { *n = next });
+    /// The link of the cancelled stack.
+    pub(crate) fn next_cancelled(&self) -> &StackLink {
+        &self.next_cancelled
     }
 
     /// # Safety
