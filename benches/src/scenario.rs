@@ -39,6 +39,8 @@ pub struct Config {
     pub starve_cap: Duration,
     /// Batches of [`PARK_BATCH`] park + cancel per sample (S7).
     pub park_batches: u32,
+    /// Length of one sample of the storms (S9, S10).
+    pub storm_duration: Duration,
 }
 
 impl Config {
@@ -54,6 +56,7 @@ impl Config {
             spin_iters: 330,
             starve_cap: Duration::from_millis(20),
             park_batches: 2_000,
+            storm_duration: Duration::from_millis(500),
         }
     }
 
@@ -69,6 +72,7 @@ impl Config {
             spin_iters: 330,
             starve_cap: Duration::from_millis(5),
             park_batches: 5,
+            storm_duration: Duration::from_millis(20),
         }
     }
 }
@@ -103,11 +107,15 @@ pub enum Scenario {
     S7,
     /// Sizes of the acquire future, the permit and the semaphore.
     S8,
+    /// The park/cancel storm with as many threads as cores.
+    S9,
+    /// The park/cancel storm with 16 threads, many more than cores.
+    S10,
 }
 
 impl Scenario {
     /// All of them.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 10] = [
         Self::S1,
         Self::S2,
         Self::S3,
@@ -116,6 +124,8 @@ impl Scenario {
         Self::S6,
         Self::S7,
         Self::S8,
+        Self::S9,
+        Self::S10,
     ];
 
     /// `"S1"` etc.
@@ -130,6 +140,8 @@ impl Scenario {
             Self::S6 => "S6",
             Self::S7 => "S7",
             Self::S8 => "S8",
+            Self::S9 => "S9",
+            Self::S10 => "S10",
         }
     }
 
@@ -152,6 +164,17 @@ impl Scenario {
                 ("S8 size_of permit", "B"),
                 ("S8 size_of semaphore", "B"),
             ],
+            Self::S9 => &[
+                ("S9 storm, threads = cores, cap 2: wall per op", "ns/op"),
+                ("S9 storm, threads = cores: p99.9 op latency", "ns"),
+            ],
+            Self::S10 => &[
+                (
+                    "S10 storm, 16 threads on the cores, cap 2: wall per op",
+                    "ns/op",
+                ),
+                ("S10 storm, 16 threads: p99.9 op latency", "ns"),
+            ],
         }
     }
 
@@ -168,7 +191,7 @@ impl Scenario {
         match self {
             Self::S8 => 1,
             Self::S1 | Self::S2 | Self::S3 | Self::S7 => config.micro_reps,
-            Self::S4 | Self::S5 | Self::S6 => config.reps,
+            Self::S4 | Self::S5 | Self::S6 | Self::S9 | Self::S10 => config.reps,
         }
     }
 }
@@ -246,6 +269,15 @@ impl<P: Peer> Column for Of<P> {
                 vec![Cell::Value(park), Cell::Value(cancel)]
             }
             Scenario::S8 => sizes::<P>().map(|b| Cell::Value(b as f64)).to_vec(),
+            Scenario::S9 | Scenario::S10 if P::PARKS => {
+                let threads = if scenario == Scenario::S9 {
+                    std::thread::available_parallelism().map_or(2, usize::from)
+                } else {
+                    STORM_OVERSUBSCRIBED
+                };
+                let (per_op, p999) = storm::<P>(threads, c.storm_duration, c.spin_iters);
+                vec![Cell::Value(per_op), Cell::Value(p999)]
+            }
             _ => na(),
         }
     }
@@ -431,6 +463,142 @@ fn park_cancel<P: Peer>(batches: u32) -> (f64, f64) {
     (per_op(park, ops), per_op(cancel, ops))
 }
 
+/// Threads of the oversubscribed storm (S10).
+pub const STORM_OVERSUBSCRIBED: usize = 16;
+
+/// S9, S10: `threads` OS threads hammer one semaphore of capacity 2 for
+/// `duration`. Each operation: build `acquire(1)` and poll it once; if granted,
+/// drop the permit; if parked, spin a moment, poll once more, and drop it (a
+/// cancel if it is still parked). With more runnable threads than cores, threads
+/// are descheduled in the middle of operations, for whole time slices: a semaphore
+/// whose park or cancel waits for another thread (a lock holder) stalls everyone
+/// behind that thread.
+///
+/// Returns the wall time per operation over all threads (the inverse of the
+/// throughput), and the p99.9 latency of one operation in 16, each timed alone
+/// (two clock reads) into a log-linear histogram.
+#[inline(never)]
+fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> (f64, f64) {
+    let sem = Arc::new(P::new(2));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start_line = Arc::new(std::sync::Barrier::new(threads + 1));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (sem, stop, start_line) =
+                (Arc::clone(&sem), Arc::clone(&stop), Arc::clone(&start_line));
+            std::thread::spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut histogram = Histogram::default();
+                let mut ops = 0u64;
+                start_line.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let timed = ops.is_multiple_of(16);
+                    let began = timed.then(Instant::now);
+                    let mut acquire = pin!(sem.acquire(1));
+                    if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                        drop(permit);
+                    } else {
+                        work(spin);
+                        if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                            drop(permit);
+                        }
+                    }
+                    // The acquire future is dropped here: a cancel if still parked.
+                    if let Some(began) = began {
+                        histogram.record(began.elapsed());
+                    }
+                    ops += 1;
+                }
+                (ops, histogram)
+            })
+        })
+        .collect();
+    start_line.wait();
+    let start = Instant::now();
+    std::thread::sleep(duration); // the run's length, not an ordering
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    let mut histogram = Histogram::default();
+    for worker in workers {
+        let (ops, h) = worker.join().expect("storm thread panicked");
+        total += ops;
+        histogram.merge(&h);
+    }
+    let elapsed = start.elapsed();
+    // Every thread has stopped and dropped its futures: both units should be free
+    // and nobody queued. A peer that cleans cancelled waiters up lazily (or lost a
+    // unit) refuses here; that is reported, not treated as a benchmark failure.
+    let both = (sem.try_acquire(1), sem.try_acquire(1));
+    if both.0.is_none() || both.1.is_none() {
+        eprintln!(
+            "note: {}: after the storm, try_acquire refused the 2 free units",
+            P::NAME
+        );
+    }
+    drop(both);
+    (per_op(elapsed, total), histogram.quantile(0.999))
+}
+
+/// Latencies in nanoseconds, in buckets of 1/8 of a power of two (within 12.5 %).
+#[derive(Debug, Clone)]
+struct Histogram {
+    counts: Vec<u64>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            counts: vec![0; 64 * 8],
+        }
+    }
+}
+
+impl Histogram {
+    fn bucket(ns: u64) -> usize {
+        if ns < 8 {
+            return ns as usize;
+        }
+        let exp = 63 - ns.leading_zeros() as usize; // >= 3
+        let sub = ((ns >> (exp - 3)) & 7) as usize;
+        exp * 8 + sub
+    }
+
+    /// The largest value of bucket `b` (buckets 8..24 are never used: values
+    /// below 8 have one bucket each, and 8 starts at bucket 24).
+    fn upper(b: usize) -> u64 {
+        if b < 24 {
+            return b.min(7) as u64;
+        }
+        let (exp, sub) = (b / 8, (b % 8) as u64);
+        ((8 + sub + 1) << (exp - 3)) - 1
+    }
+
+    fn record(&mut self, elapsed: Duration) {
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.counts[Self::bucket(ns)] += 1;
+    }
+
+    fn merge(&mut self, other: &Self) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+    }
+
+    /// The upper bound of the bucket holding quantile `q`.
+    fn quantile(&self, q: f64) -> f64 {
+        let total: u64 = self.counts.iter().sum();
+        let rank = ((total as f64) * q).ceil() as u64;
+        let mut seen = 0;
+        for (b, &n) in self.counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank.max(1) {
+                return Self::upper(b) as f64;
+            }
+        }
+        f64::NAN
+    }
+}
+
 /// S8: bytes of the acquire future (unpolled), the permit, the semaphore.
 fn sizes<P: Peer>() -> [usize; 3] {
     let sem = P::new(1);
@@ -442,6 +610,27 @@ fn sizes<P: Peer>() -> [usize; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histogram_buckets_hold_their_values_within_an_eighth() {
+        for ns in [0, 1, 7, 8, 9, 15, 16, 17, 100, 1_000, 123_456, u64::MAX / 2] {
+            let b = Histogram::bucket(ns);
+            assert!(Histogram::upper(b) >= ns, "{ns} above its bucket's top");
+            assert!(
+                b == 0 || Histogram::upper(b - 1) < ns,
+                "{ns} fits a lower bucket"
+            );
+            assert!(
+                Histogram::upper(b) - ns <= ns / 8 + 1,
+                "{ns}: bucket too wide"
+            );
+        }
+        let mut h = Histogram::default();
+        for ns in 1..=1000 {
+            h.record(Duration::from_nanos(ns));
+        }
+        assert!((990.0..=1_100.0).contains(&h.quantile(0.999)));
+    }
     use crate::peer::{Admit, AsyncLock, Floor, Tokio};
 
     #[test]

@@ -36,6 +36,9 @@ pub enum Mechanism {
     ReleaseShare,
     /// Asking for service always writes the role word, even when `PENDING` is set.
     RoleAlwaysWrites,
+    /// Stack pushes and the server's swaps are `AcqRel`, so a cancel that finds no
+    /// unit free sees every release whose server missed its cancel.
+    StackAcqRel,
     /// The server takes the cancelled stack before the arrivals, so every node a
     /// cancel entry names was absorbed already or is in the arrivals it takes next.
     CancelsFirst,

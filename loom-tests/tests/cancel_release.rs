@@ -176,3 +176,42 @@ fn drop_after_grant_before_repoll() {
         assert_idle(&semaphore);
     });
 }
+
+/// X parks at the head for both units (both held), Y behind it for one. X is
+/// dropped while one unit comes back. The cancel finds no unit free and does not
+/// serve, or finds the unit and serves; the release's server finds X gone, or
+/// still there (and stops at it). Y must be granted either way: the cancel's
+/// look at the free units cannot miss a release whose server missed the cancel.
+fn cancelled_head_with_no_unit_free() {
+    let semaphore = Arc::new(Semaphore::new(2));
+    let first = semaphore.try_acquire(1).unwrap();
+    let second = semaphore.try_acquire(1).unwrap();
+    let mut x = Box::pin(semaphore.clone().acquire_owned(2));
+    assert!(poll_once(x.as_mut(), Waker::noop()).is_pending());
+    let mut y = Box::pin(semaphore.acquire(1));
+    assert!(poll_once(y.as_mut(), Waker::noop()).is_pending());
+
+    let canceller = thread::spawn(move || drop(x));
+    drop(first);
+    drop(block_on(y).expect("not closed"));
+    canceller.join().unwrap();
+    drop(second);
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn a_cancel_with_no_unit_free_loses_no_wake_up() {
+    loom::model(cancelled_head_with_no_unit_free);
+}
+
+/// Negative control: with `Release`/`Acquire` stacks, the cancel's load of the
+/// state word and the release's server's look at the cancelled stack can miss
+/// each other (store buffering): Y waits for ever with its unit free.
+#[test]
+fn without_acqrel_stacks_a_cancel_misses_the_release() {
+    without(
+        Mechanism::StackAcqRel,
+        DEADLOCK,
+        cancelled_head_with_no_unit_free,
+    );
+}

@@ -83,6 +83,7 @@
 
 mod acquire;
 mod error;
+mod padded;
 mod permit;
 mod queue;
 #[cfg(all(test, admit_shuttle))]
@@ -105,6 +106,7 @@ pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
 use crate::mechanism::Mechanism;
+use padded::CachePadded;
 use queue::WaitQueue;
 use state::{available, Refused, State, CLOSED, QUEUED};
 use waiter::{status, Waiter};
@@ -140,7 +142,7 @@ use waiter::{status, Waiter};
 /// whichever thread finds the serving role free, and the rest hand it their work.
 /// `docs/design.md` has the algorithm and the argument for each property.
 pub struct Semaphore {
-    state: State,
+    state: CachePadded<State>,
     queue: WaitQueue,
     capacity: usize,
 }
@@ -159,7 +161,7 @@ impl Semaphore {
         pub fn new(capacity: usize) -> Semaphore {
             assert!(capacity <= Semaphore::MAX_UNITS, "capacity exceeds Semaphore::MAX_UNITS");
             Semaphore {
-                state: State::new(capacity),
+                state: CachePadded::new(State::new(capacity)),
                 queue: WaitQueue::new(),
                 capacity,
             }
@@ -309,9 +311,18 @@ impl Semaphore {
                 // SAFETY: our cancel won.
                 let waker = unsafe { node.take_cancelled_waker() };
                 self.queue.push_cancelled(queue_share);
-                // It may have been the head, blocking requests that fit now (Go's
-                // canceled-waiter-at-the-front bug); and the server must let go.
-                if Mechanism::CancelServes.on() {
+                // It may have been the head, blocking requests that fit in the free
+                // units (Go's canceled-waiter-at-the-front bug): then serve. With no
+                // unit free nobody behind it fits, and the next release serves
+                // (`QUEUED` stays set while the list holds the node). A release
+                // whose server took the cancelled stack before our push is seen by
+                // this load: the push reads that swap (both `AcqRel`), which came
+                // after the release's `fetch_add`.
+                // Without `alloc` the future's drop waits for the server to let go
+                // of the node, so it always serves.
+                let state = self.state.load();
+                let units_free = available(state) > 0 || state & CLOSED != 0;
+                if Mechanism::CancelServes.on() && (units_free || cfg!(not(feature = "alloc"))) {
                     self.queue.serve(&self.state);
                 }
                 drop(waker); // user code, after all our work

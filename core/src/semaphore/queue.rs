@@ -32,6 +32,7 @@
 
 use core::ptr::{self, NonNull};
 
+use super::padded::CachePadded;
 use super::state::{HeadTake, State};
 use super::waiter::{release_queue_ref, status, Links, Place, StackLink, Waiter};
 use super::wake_list::WakeList;
@@ -56,16 +57,22 @@ enum Stop {
 
 pub(crate) struct WaitQueue {
     /// Nodes pushed by parkers, newest first.
-    arrivals: AtomicPtr<Waiter>,
+    arrivals: CachePadded<AtomicPtr<Waiter>>,
     /// Nodes pushed by cancelling owners, newest first.
-    cancelled: AtomicPtr<Waiter>,
-    /// `LOCKED | PENDING`.
-    role: AtomicUsize,
+    cancelled: CachePadded<AtomicPtr<Waiter>>,
+    /// `LOCKED | PENDING`, and beside it what only its holder touches.
+    role: CachePadded<Role>,
+    /// Joined, unresolved waiters, for diagnostics.
+    waiters: CachePadded<AtomicUsize>,
+}
+
+/// The role word and the list it guards, on one line: whoever takes the role
+/// goes on to the list.
+struct Role {
+    word: AtomicUsize,
     /// # Safety
     /// The role holder's only.
     list: UnsafeCell<List>,
-    /// Joined, unresolved waiters, for diagnostics.
-    waiters: AtomicUsize,
 }
 
 // SAFETY: the list and the nodes' cells are touched only as the module invariants
@@ -78,11 +85,13 @@ impl WaitQueue {
     loom_const_fn! {
         pub(crate) fn new() -> WaitQueue {
             WaitQueue {
-                arrivals: AtomicPtr::new(ptr::null_mut()),
-                cancelled: AtomicPtr::new(ptr::null_mut()),
-                role: AtomicUsize::new(0),
-                list: UnsafeCell::new(List::new()),
-                waiters: AtomicUsize::new(0),
+                arrivals: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+                cancelled: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+                role: CachePadded::new(Role {
+                    word: AtomicUsize::new(0),
+                    list: UnsafeCell::new(List::new()),
+                }),
+                waiters: CachePadded::new(AtomicUsize::new(0)),
             }
         }
     }
@@ -138,16 +147,18 @@ impl WaitQueue {
     /// which case this CAS finds the role free. A plain load there would let the two
     /// miss each other (a store-buffering race loom found in the first design).
     fn take_role(&self) -> bool {
-        let mut role = self.role.load(Ordering::Relaxed);
+        let mut role = self.role.word.load(Ordering::Relaxed);
         loop {
             if role & PENDING != 0 && !Mechanism::RoleAlwaysWrites.on() {
                 return false;
             }
             let next = if role == 0 { LOCKED } else { role | PENDING };
-            match self
-                .role
-                .compare_exchange_weak(role, next, Ordering::AcqRel, Ordering::Relaxed)
-            {
+            match self.role.word.compare_exchange_weak(
+                role,
+                next,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return role == 0,
                 Err(actual) => role = actual,
             }
@@ -161,7 +172,7 @@ impl WaitQueue {
             let mut wakers = WakeList::new();
             // SAFETY: we hold the role.
             let more = unsafe { self.serve_pass(state, &mut wakers) };
-            let asked = self.role.swap(0, Ordering::AcqRel) & PENDING != 0;
+            let asked = self.role.word.swap(0, Ordering::AcqRel) & PENDING != 0;
             wakers.wake_all();
             if !(more || asked) || !self.take_role() {
                 return;
@@ -177,7 +188,7 @@ impl WaitQueue {
     /// The caller holds the role.
     unsafe fn serve_pass(&self, state: &State, wakers: &mut WakeList) -> bool {
         // SAFETY: the caller holds the role, which guards the list.
-        self.list.with_mut(|list| unsafe {
+        self.role.list.with_mut(|list| unsafe {
             let list = &mut *list;
             loop {
                 self.absorb(state, list);
@@ -203,7 +214,11 @@ impl WaitQueue {
     /// The caller holds the role.
     unsafe fn absorb(&self, state: &State, list: &mut List) {
         state.clear_arrived();
-        let take = |stack: &AtomicPtr<Waiter>| stack.swap(ptr::null_mut(), Ordering::Acquire);
+        // `AcqRel`: a canceller whose push comes after this swap reads it, and with
+        // it every release before this pass (`Semaphore::cancel`).
+        let take = |stack: &AtomicPtr<Waiter>| {
+            stack.swap(ptr::null_mut(), stack_ordering(Ordering::Acquire))
+        };
         let (cancelled, arrivals) = if Mechanism::CancelsFirst.on() {
             let cancelled = take(&self.cancelled);
             (cancelled, take(&self.arrivals))
@@ -312,7 +327,7 @@ impl WaitQueue {
     /// nodes of futures that were leaked (`mem::forget`) while parked can be left.
     pub(crate) fn drain_on_drop(&mut self, state: &State) {
         // SAFETY: `&mut self`: nobody else can hold the role or push.
-        self.list.with_mut(|list| unsafe {
+        self.role.list.with_mut(|list| unsafe {
             let list = &mut *list;
             self.absorb(state, list);
             while let Some(head) = list.front() {
@@ -337,11 +352,29 @@ fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) {
     loop {
         // SAFETY: the node is not published until the CAS below succeeds.
         unsafe { link.set(head) };
-        match stack.compare_exchange_weak(head, node.as_ptr(), Ordering::Release, Ordering::Relaxed)
-        {
+        match stack.compare_exchange_weak(
+            head,
+            node.as_ptr(),
+            stack_ordering(Ordering::Release),
+            Ordering::Relaxed,
+        ) {
             Ok(_) => return,
             Err(actual) => head = actual,
         }
+    }
+}
+
+/// The ordering of the stack pushes and of the server's swaps that take them:
+/// `AcqRel` both ways, so that a push after a swap reads it (and what the server
+/// did before it). `Semaphore::cancel` relies on that to skip asking for service
+/// when no unit is free. The negative control switches it to the bare minimum
+/// (`weak`: `Release` for a push, `Acquire` for a swap).
+#[inline(always)]
+fn stack_ordering(weak: Ordering) -> Ordering {
+    if Mechanism::StackAcqRel.on() {
+        Ordering::AcqRel
+    } else {
+        weak
     }
 }
 
