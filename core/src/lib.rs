@@ -59,7 +59,11 @@ pub use gate::{memory_limit_in, process_memory_limit};
 pub use gate::{whole_seconds_up, Capacity, ConfigError, GateError, Observer, Source, Timer};
 #[cfg(feature = "alloc")]
 pub use gate::{Gate, GateAcquire, GateBuilder, GatePermit, NoTimer, MAX_WAIT_BUDGET};
-pub use semaphore::{Acquire, AcquireError, ExceedsCapacity, Permit, Semaphore, TryAcquireError};
+#[cfg(feature = "std")]
+pub use semaphore::AcquireTimeoutError;
+pub use semaphore::{
+    Acquire, AcquireError, Drain, ExceedsCapacity, Permit, Semaphore, TryAcquireError,
+};
 #[cfg(feature = "alloc")]
 pub use semaphore::{AcquireOwned, OwnedPermit};
 

@@ -42,6 +42,14 @@ pub enum Mechanism {
     /// The server takes the cancelled stack before the arrivals, so every node a
     /// cancel entry names was absorbed already or is in the arrivals it takes next.
     CancelsFirst,
+    /// While units are being retired after a shrink, fast paths refuse: a unit a
+    /// release brings back goes to the retirement, not to whoever comes first.
+    RetiringBlocksFastPath,
+    /// The server grants nothing while it still owes units to a retirement.
+    DebtBeforeGrants,
+    /// After a close, drain waiters keep `QUEUED` set, so the release that brings
+    /// the last unit back serves them.
+    DrainKeepsQueued,
     /// Without `alloc`: a future's drop waits until the queue has let go of its
     /// node, whose memory is the future's.
     #[cfg(not(feature = "alloc"))]

@@ -46,6 +46,19 @@ impl Request {
         self.units
     }
 
+    /// The first poll's try: one CAS for a request; for a drain (0 units), whether
+    /// every unit is back.
+    #[inline]
+    fn fast_path(semaphore: &Semaphore, units: usize) -> Result<(), TryAcquireError> {
+        if units != 0 {
+            semaphore.try_take(units)
+        } else if semaphore.all_units_back() {
+            Ok(())
+        } else {
+            Err(TryAcquireError::NoUnits)
+        }
+    }
+
     /// Polls the request against `semaphore`, which must be the same on every call.
     pub(crate) fn poll(
         self: Pin<&mut Self>,
@@ -56,7 +69,7 @@ impl Request {
         // plain data, and nothing is moved out.
         let this = unsafe { self.get_unchecked_mut() };
         let poll = match this.phase {
-            Phase::Idle => match semaphore.try_take(this.units) {
+            Phase::Idle => match Self::fast_path(semaphore, this.units) {
                 Ok(()) => Poll::Ready(Ok(())),
                 Err(TryAcquireError::Closed) => Poll::Ready(Err(AcquireError::Closed)),
                 Err(TryAcquireError::ExceedsCapacity(e)) => {
@@ -71,10 +84,10 @@ impl Request {
                     this.phase = Phase::Parked;
                     let node = this.slot.get().expect("parked");
                     // SAFETY: `share` is the queue's share of `node`, fresh.
-                    Semaphore::outcome(unsafe { semaphore.join(node, share) })
+                    semaphore.outcome(unsafe { semaphore.join(node, share) }, this.units)
                 }
             },
-            Phase::Parked => Semaphore::repoll(this.slot.get().expect("parked"), cx.waker()),
+            Phase::Parked => semaphore.repoll(this.slot.get().expect("parked"), cx.waker()),
             Phase::Done => panic!("an acquire future polled after completion"),
         };
         if poll.is_ready() {

@@ -6,9 +6,11 @@ use core::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TryAcquireError {
     /// Not enough units are free right now, or a waiter is parked ahead of this
-    /// caller (no barging). Retrying later may succeed.
+    /// caller (no barging), or units are being retired after a shrink. Retrying
+    /// later may succeed.
     NoUnits,
-    /// The request is larger than the semaphore's capacity and can never be granted.
+    /// The request is larger than the capacity in force: it cannot be granted
+    /// unless the capacity grows.
     ExceedsCapacity(ExceedsCapacity),
     /// The semaphore was closed.
     Closed,
@@ -17,19 +19,21 @@ pub enum TryAcquireError {
 /// Why [`Semaphore::acquire`](crate::Semaphore::acquire) returned no permit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AcquireError {
-    /// The request is larger than the semaphore's capacity and can never be granted.
-    /// Returned on the first poll, without parking.
+    /// The request is larger than the capacity in force: on the first poll,
+    /// without parking; or to a parked request when the capacity is lowered below
+    /// it.
     ExceedsCapacity(ExceedsCapacity),
     /// The semaphore was closed before the request was granted.
     Closed,
 }
 
-/// A request for more units than the semaphore will ever have.
+/// A request for more units than the semaphore has: it cannot be granted unless the
+/// capacity grows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ExceedsCapacity {
     /// Units asked for.
     pub requested: usize,
-    /// The semaphore's capacity.
+    /// The semaphore's capacity when the request was refused.
     pub capacity: usize,
 }
 
@@ -37,7 +41,7 @@ impl fmt::Display for ExceedsCapacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "request for {} units exceeds the capacity of {} units and can never be granted",
+            "request for {} units exceeds the capacity of {} units",
             self.requested, self.capacity
         )
     }
@@ -61,6 +65,44 @@ impl fmt::Display for AcquireError {
         }
     }
 }
+
+/// Why [`Semaphore::acquire_blocking_until`](crate::Semaphore::acquire_blocking_until)
+/// returned no permit.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcquireTimeoutError {
+    /// The deadline passed before the units were granted; the request left the
+    /// queue.
+    TimedOut,
+    /// As [`AcquireError::ExceedsCapacity`].
+    ExceedsCapacity(ExceedsCapacity),
+    /// As [`AcquireError::Closed`].
+    Closed,
+}
+
+#[cfg(feature = "std")]
+impl From<AcquireError> for AcquireTimeoutError {
+    fn from(e: AcquireError) -> Self {
+        match e {
+            AcquireError::ExceedsCapacity(e) => Self::ExceedsCapacity(e),
+            AcquireError::Closed => Self::Closed,
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl fmt::Display for AcquireTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TimedOut => f.write_str("the deadline passed before the units were granted"),
+            Self::ExceedsCapacity(e) => e.fmt(f),
+            Self::Closed => f.write_str("semaphore closed"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl core::error::Error for AcquireTimeoutError {}
 
 impl core::error::Error for ExceedsCapacity {}
 impl core::error::Error for TryAcquireError {}

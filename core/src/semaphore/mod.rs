@@ -82,6 +82,9 @@
 //! for the stacks and the role.
 
 mod acquire;
+#[cfg(feature = "std")]
+mod blocking;
+mod drain;
 mod error;
 mod padded;
 mod permit;
@@ -99,6 +102,12 @@ use core::task::{Poll, Waker};
 pub use acquire::Acquire;
 #[cfg(feature = "alloc")]
 pub use acquire::AcquireOwned;
+#[cfg(feature = "std")]
+#[allow(unused_imports)] // the gate's blocking acquire uses it
+pub(crate) use blocking::block_until;
+pub use drain::Drain;
+#[cfg(feature = "std")]
+pub use error::AcquireTimeoutError;
 pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
 #[cfg(feature = "alloc")]
 pub use permit::OwnedPermit;
@@ -108,7 +117,7 @@ use crate::loom::loom_const_fn;
 use crate::mechanism::Mechanism;
 use padded::CachePadded;
 use queue::WaitQueue;
-use state::{available, Refused, State, CLOSED, QUEUED};
+use state::{available, Refused, State, CLOSED, QUEUED, RETIRING};
 use waiter::{status, Waiter};
 
 /// A counting semaphore with weighted, all-or-nothing, first-in-first-out acquires.
@@ -144,11 +153,10 @@ use waiter::{status, Waiter};
 pub struct Semaphore {
     state: CachePadded<State>,
     queue: WaitQueue,
-    capacity: usize,
 }
 
 impl Semaphore {
-    /// The largest capacity the state encoding allows on every target: 2²⁹ − 1.
+    /// The largest capacity the state encoding allows on every target: 2²⁸ − 1.
     pub const MAX_UNITS: usize = state::MAX_UNITS;
 
     loom_const_fn! {
@@ -163,15 +171,87 @@ impl Semaphore {
             Semaphore {
                 state: CachePadded::new(State::new(capacity)),
                 queue: WaitQueue::new(),
-                capacity,
             }
         }
     }
 
-    /// The number of units this semaphore was created with.
+    /// The capacity in force: the units it was created with, as changed since by
+    /// [`set_capacity`](Self::set_capacity), [`add_units`](Self::add_units) and
+    /// forgotten permits.
     #[must_use]
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.state.capacity()
+    }
+
+    /// Sets the capacity to `capacity` and returns the previous one. Never blocks.
+    ///
+    /// - **Grow**: the new units are free at once, and parked requests are served
+    ///   from them in FIFO order.
+    /// - **Shrink**: no held permit is revoked. Free units retire at once; the rest
+    ///   retire as permits return them, before anything else is granted, so units in
+    ///   use never exceed the new capacity once the shrink has returned (except
+    ///   those already held above it, which only come back). Parked and later
+    ///   requests for more than the new capacity fail with
+    ///   [`AcquireError::ExceedsCapacity`].
+    ///
+    /// Resizes that race each other end at the capacity of the last to take
+    /// effect.
+    ///
+    /// # Panics
+    ///
+    /// If `capacity > Semaphore::MAX_UNITS`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit::Semaphore;
+    ///
+    /// let sem = Semaphore::new(4);
+    /// let held = sem.try_acquire(3).unwrap();
+    /// assert_eq!(sem.set_capacity(2), 4); // 1 free unit retires now, 1 on return
+    /// assert_eq!((sem.capacity(), sem.available()), (2, 0));
+    /// drop(held); // of the 3 coming back, 1 retires
+    /// assert_eq!(sem.available(), 2);
+    /// ```
+    pub fn set_capacity(&self, capacity: usize) -> usize {
+        assert!(
+            capacity <= Semaphore::MAX_UNITS,
+            "capacity exceeds Semaphore::MAX_UNITS"
+        );
+        let previous = self.state.swap_capacity(capacity);
+        if capacity > previous {
+            self.grow_by(capacity - previous);
+        } else if capacity < previous {
+            self.queue.post_retirement(previous - capacity);
+            self.state.start_retiring();
+            self.queue.serve(&self.state);
+        }
+        previous
+    }
+
+    /// Adds `units` to the capacity, free at once (tokio's `add_permits`).
+    ///
+    /// # Panics
+    ///
+    /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
+    pub fn add_units(&self, units: usize) {
+        self.state.add_capacity(units);
+        self.grow_by(units);
+    }
+
+    fn grow_by(&self, units: usize) {
+        let prev = self.state.release(units);
+        if prev & (QUEUED | RETIRING) != 0 {
+            self.queue.serve(&self.state);
+        }
+    }
+
+    /// Takes `units` held by a permit out of the semaphore for good: its capacity
+    /// shrinks by them.
+    pub(crate) fn forget(&self, units: usize) {
+        self.state.forget_capacity(units);
+        // Parked requests may no longer fit, and a drain may now be complete.
+        self.queue.serve(&self.state);
     }
 
     /// Units free right now. A snapshot for diagnostics: it may change at once.
@@ -257,10 +337,11 @@ impl Semaphore {
 
     #[inline]
     pub(crate) fn check_fits(&self, units: usize) -> Result<(), ExceedsCapacity> {
-        if units > self.capacity {
+        let capacity = self.capacity();
+        if units > capacity {
             Err(ExceedsCapacity {
                 requested: units,
-                capacity: self.capacity,
+                capacity,
             })
         } else {
             Ok(())
@@ -272,11 +353,7 @@ impl Semaphore {
     #[inline]
     pub(crate) fn release(&self, units: usize) {
         let prev = self.state.release(units);
-        debug_assert!(
-            available(prev) + units <= self.capacity,
-            "released more units than held"
-        );
-        if prev & QUEUED != 0 {
+        if prev & (QUEUED | RETIRING) != 0 {
             self.queue.serve(&self.state);
         }
     }
@@ -327,25 +404,39 @@ impl Semaphore {
                 }
                 drop(waker); // user code, after all our work
             }
-            status::GRANTED if Mechanism::CancelReleasesGrant.on() => self.release(node.units),
+            // A drain waiter (0 units) holds nothing to give back.
+            status::GRANTED if node.units != 0 && Mechanism::CancelReleasesGrant.on() => {
+                self.release(node.units);
+            }
             _ => {}
         }
     }
 
     /// Maps a node's phase to what its future returns.
     #[inline]
-    pub(crate) fn outcome(phase: usize) -> Poll<Result<(), AcquireError>> {
+    pub(crate) fn outcome(&self, phase: usize, units: usize) -> Poll<Result<(), AcquireError>> {
         match phase {
             status::GRANTED => Poll::Ready(Ok(())),
             status::CLOSED => Poll::Ready(Err(AcquireError::Closed)),
+            status::EXCEEDS => Poll::Ready(Err(AcquireError::ExceedsCapacity(ExceedsCapacity {
+                requested: units,
+                capacity: self.capacity(),
+            }))),
             _ => Poll::Pending,
         }
     }
 
     /// A re-poll of a parked node.
     #[inline]
-    pub(crate) fn repoll(node: &Waiter, waker: &Waker) -> Poll<Result<(), AcquireError>> {
-        Self::outcome(node.register(waker))
+    pub(crate) fn repoll(&self, node: &Waiter, waker: &Waker) -> Poll<Result<(), AcquireError>> {
+        self.outcome(node.register(waker), node.units)
+    }
+
+    /// Whether every unit is back: available equals the capacity and nothing is
+    /// left to retire.
+    pub(crate) fn all_units_back(&self) -> bool {
+        let state = self.state.load();
+        state & RETIRING == 0 && available(state) == self.capacity()
     }
 }
 
@@ -368,7 +459,7 @@ pub(crate) fn assert_nonzero(units: usize) {
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
-            .field("capacity", &self.capacity)
+            .field("capacity", &self.capacity())
             .field("available", &self.available())
             .field("waiters", &self.waiters())
             .field("closed", &self.is_closed())

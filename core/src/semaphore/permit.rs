@@ -1,5 +1,8 @@
 //! Permits: units held by ownership. Dropping a permit (or calling `release`)
 //! returns exactly its units, once; the type system rules out a second release.
+//! A permit can be split, merged with another of the same semaphore, or forgotten
+//! (its units leave the semaphore for good); every unit stays owned by exactly one
+//! permit throughout.
 
 use core::fmt;
 
@@ -34,6 +37,54 @@ impl<'a> Permit<'a> {
 
     /// Returns the units now; the same as dropping the permit.
     pub fn release(self) {}
+
+    /// Moves `units` of this permit's units into a new permit, or returns `None`
+    /// if this permit holds `units` or fewer (a permit never holds nothing).
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = admit::Semaphore::new(3);
+    /// let mut both = sem.try_acquire(3).unwrap();
+    /// let one = both.split(1).unwrap();
+    /// assert_eq!((both.units(), one.units()), (2, 1));
+    /// drop(one);
+    /// assert_eq!(sem.available(), 1);
+    /// ```
+    #[must_use = "dropping the split-off permit returns its units at once"]
+    pub fn split(&mut self, units: usize) -> Option<Permit<'a>> {
+        crate::semaphore::assert_nonzero(units);
+        (units < self.units).then(|| {
+            self.units -= units;
+            Permit::new(self.semaphore, units)
+        })
+    }
+
+    /// Takes `other`'s units into this permit.
+    ///
+    /// # Panics
+    ///
+    /// If `other` is from another semaphore.
+    pub fn merge(&mut self, other: Permit<'a>) {
+        assert!(
+            core::ptr::eq(self.semaphore, other.semaphore),
+            "merged permits of two different semaphores"
+        );
+        self.units += other.units;
+        core::mem::forget(other);
+    }
+
+    /// Keeps the units out of the semaphore for good: its capacity shrinks by them
+    /// (a deliberate leak, as tokio's `forget`). Requests parked for more than the
+    /// new capacity then fail with [`ExceedsCapacity`](crate::ExceedsCapacity).
+    pub fn forget(self) {
+        self.semaphore.forget(self.units);
+        core::mem::forget(self);
+    }
 }
 
 impl Drop for Permit<'_> {
@@ -89,12 +140,49 @@ mod owned {
 
         /// Returns the units now; the same as dropping the permit.
         pub fn release(self) {}
+
+        /// Moves `units` of this permit's units into a new permit, or returns
+        /// `None` if this permit holds `units` or fewer.
+        ///
+        /// # Panics
+        ///
+        /// If `units == 0`.
+        #[must_use = "dropping the split-off permit returns its units at once"]
+        pub fn split(&mut self, units: usize) -> Option<OwnedPermit> {
+            crate::semaphore::assert_nonzero(units);
+            (units < self.units).then(|| {
+                self.units -= units;
+                OwnedPermit::new(Arc::clone(&self.semaphore), units)
+            })
+        }
+
+        /// Takes `other`'s units into this permit.
+        ///
+        /// # Panics
+        ///
+        /// If `other` is from another semaphore.
+        pub fn merge(&mut self, mut other: OwnedPermit) {
+            assert!(
+                Arc::ptr_eq(&self.semaphore, &other.semaphore),
+                "merged permits of two different semaphores"
+            );
+            self.units += core::mem::take(&mut other.units);
+        }
+
+        /// Keeps the units out of the semaphore for good: its capacity shrinks by
+        /// them (a deliberate leak).
+        pub fn forget(mut self) {
+            self.semaphore.forget(core::mem::take(&mut self.units));
+        }
     }
 
     impl Drop for OwnedPermit {
         #[inline]
         fn drop(&mut self) {
-            self.semaphore.release(self.units);
+            // 0 after `merge` or `forget` moved the units out.
+            if self.units != 0 {
+                self.semaphore.release(self.units);
+            }
         }
     }
 

@@ -33,7 +33,7 @@
 use core::ptr::{self, NonNull};
 
 use super::padded::CachePadded;
-use super::state::{HeadTake, State};
+use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
 use super::waiter::{release_queue_ref, status, Links, Place, StackLink, Waiter};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
@@ -66,13 +66,26 @@ pub(crate) struct WaitQueue {
     waiters: CachePadded<AtomicUsize>,
 }
 
-/// The role word and the list it guards, on one line: whoever takes the role
-/// goes on to the list.
+/// The role word and what it guards, on one line: whoever takes the role goes on to
+/// the list.
 struct Role {
     word: AtomicUsize,
+    /// Units a shrink posted for retirement, not yet taken by the server.
+    retire_posted: AtomicUsize,
     /// # Safety
     /// The role holder's only.
-    list: UnsafeCell<List>,
+    server: UnsafeCell<Server>,
+}
+
+/// What only the serving thread touches.
+pub(crate) struct Server {
+    list: List,
+    /// Units to retire before any grant: posted by shrinks, paid by taking free
+    /// units (now, or as releases bring them back).
+    debt: usize,
+    /// The capacity at the last pass: a lower one now means the list is swept for
+    /// requests that no longer fit.
+    seen_capacity: usize,
 }
 
 // SAFETY: the list and the nodes' cells are touched only as the module invariants
@@ -89,7 +102,12 @@ impl WaitQueue {
                 cancelled: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
                 role: CachePadded::new(Role {
                     word: AtomicUsize::new(0),
-                    list: UnsafeCell::new(List::new()),
+                    retire_posted: AtomicUsize::new(0),
+                    server: UnsafeCell::new(Server {
+                        list: List::new(),
+                        debt: 0,
+                        seen_capacity: usize::MAX,
+                    }),
                 }),
                 waiters: CachePadded::new(AtomicUsize::new(0)),
             }
@@ -128,6 +146,12 @@ impl WaitQueue {
             node,
             unsafe { node.as_ref() }.next_cancelled(),
         );
+    }
+
+    /// A shrink posts `units` for the server to retire; the caller then sets
+    /// `RETIRING` and asks for service.
+    pub(crate) fn post_retirement(&self, units: usize) {
+        self.role.retire_posted.fetch_add(units, Ordering::AcqRel);
     }
 
     /// Serves the queue now, or leaves it to the thread that is serving. Never
@@ -187,18 +211,38 @@ impl WaitQueue {
     /// # Safety
     /// The caller holds the role.
     unsafe fn serve_pass(&self, state: &State, wakers: &mut WakeList) -> bool {
-        // SAFETY: the caller holds the role, which guards the list.
-        self.role.list.with_mut(|list| unsafe {
-            let list = &mut *list;
+        // SAFETY: the caller holds the role, which guards the server's state.
+        self.role.server.with_mut(|server| unsafe {
+            let server = &mut *server;
             loop {
-                self.absorb(state, list);
-                match self.grant_from_head(state, list, wakers) {
-                    Stop::BatchFull => return true,
-                    Stop::HeadDoesNotFit => return false,
-                    Stop::Empty if state.try_clear_queued() => return false,
-                    // A parker joined since we took the arrivals: take them again.
-                    Stop::Empty => {}
+                self.absorb(state, &mut server.list);
+                server.debt += self.role.retire_posted.swap(0, Ordering::AcqRel);
+                server.debt -= state.retire(server.debt);
+                let capacity = state.capacity();
+                if capacity < server.seen_capacity {
+                    self.sweep_oversize(capacity, &mut server.list, wakers);
                 }
+                server.seen_capacity = capacity;
+                let stop = if state.load() & CLOSED != 0 {
+                    self.close_list(state, server, wakers)
+                } else if server.debt > 0 && Mechanism::DebtBeforeGrants.on() {
+                    // No grant while units are owed to the retirement: the free
+                    // ones went to it, and a release racing this pass asked for
+                    // service, so the next pass pays with its units first.
+                    Stop::HeadDoesNotFit
+                } else {
+                    self.grant_from_head(state, &mut server.list, wakers)
+                };
+                let mut flags = if server.debt == 0 { RETIRING } else { 0 };
+                match stop {
+                    Stop::BatchFull => return true,
+                    Stop::HeadDoesNotFit => {}
+                    Stop::Empty => flags |= QUEUED,
+                }
+                if flags == 0 || state.try_clear(flags) {
+                    return false;
+                }
+                // A parker joined or a shrink posted since we looked: look again.
             }
         })
     }
@@ -272,7 +316,8 @@ impl WaitQueue {
         }
     }
 
-    /// Grants (or closes) from the head while the head fits.
+    /// Grants from the head while the head fits; a head that asks for more than
+    /// the capacity (lowered since it parked) fails with `EXCEEDS`.
     ///
     /// # Safety
     /// The caller holds the role.
@@ -295,40 +340,143 @@ impl WaitQueue {
                 unsafe { list.remove(head) };
                 continue;
             }
-            let outcome = match state.take_for_head(node.units) {
-                HeadTake::Taken => status::GRANTED,
-                HeadTake::Closed => status::CLOSED,
-                HeadTake::DoesNotFit => return Stop::HeadDoesNotFit,
+            let outcome = if node.units > state.capacity() {
+                status::EXCEEDS
+            } else {
+                match state.take_for_head(node.units) {
+                    HeadTake::Taken => status::GRANTED,
+                    HeadTake::Closed => status::CLOSED,
+                    HeadTake::DoesNotFit => return Stop::HeadDoesNotFit,
+                }
             };
             // SAFETY: as above.
-            unsafe { list.remove(head) };
-            match node.resolve(outcome) {
-                Some(waker) => {
-                    self.waiters.fetch_sub(1, Ordering::Relaxed);
-                    wakers.push(waker);
-                    if Mechanism::ReleaseShare.on() {
-                        // SAFETY: resolved by us, so no cancel entry will name it;
-                        // this is the queue's last touch.
-                        unsafe { release_queue_ref(head) };
-                    }
-                }
-                None => {
-                    // The owner cancelled first; its entry lets go of the node.
-                    if outcome == status::GRANTED && Mechanism::GrantGivesBack.on() {
-                        state.give_back(node.units);
-                    }
-                }
-            }
+            unsafe { self.resolve(state, list, head, outcome, wakers) };
         }
         Stop::Empty
+    }
+
+    /// After a close: every request fails with `CLOSED`, in any order, and every
+    /// drain waiter (a node of 0 units) is granted once all units are back. Drain
+    /// waiters stay listed until then, keeping `QUEUED` set so that the release
+    /// that brings the last unit back serves them.
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn close_list(&self, state: &State, server: &mut Server, wakers: &mut WakeList) -> Stop {
+        let drained = server.debt == 0 && available(state.load()) == state.capacity();
+        let mut drain_waiters = false;
+        let mut next = server.list.front();
+        while let Some(node) = next {
+            if wakers.is_full() {
+                return Stop::BatchFull;
+            }
+            // SAFETY: linked nodes are alive and their links ours, as above; the
+            // next link is read before `node` may leave the list.
+            let (waiter, after) = unsafe { (node.as_ref(), node.as_ref().links().next) };
+            next = after;
+            if waiter.phase() == status::CANCELLED {
+                // SAFETY: as above.
+                unsafe { server.list.remove(node) };
+            } else if waiter.units != 0 {
+                // SAFETY: as above.
+                unsafe { self.resolve(state, &mut server.list, node, status::CLOSED, wakers) };
+            } else if drained {
+                // SAFETY: as above; a drain waiter takes no units.
+                unsafe { self.resolve(state, &mut server.list, node, status::GRANTED, wakers) };
+            } else {
+                drain_waiters = true;
+            }
+        }
+        if drain_waiters && Mechanism::DrainKeepsQueued.on() {
+            Stop::HeadDoesNotFit
+        } else {
+            Stop::Empty
+        }
+    }
+
+    /// After the capacity was lowered: every listed request for more than it
+    /// fails with `EXCEEDS`, wherever it waits (a head blocked by a larger one
+    /// would otherwise keep it waiting).
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn sweep_oversize(&self, capacity: usize, list: &mut List, wakers: &mut WakeList) {
+        let mut next = list.front();
+        while let Some(node) = next {
+            // SAFETY: as in `close_list`.
+            let (waiter, after) = unsafe { (node.as_ref(), node.as_ref().links().next) };
+            next = after;
+            if waiter.units > capacity && waiter.phase() == status::WAITING {
+                if wakers.is_full() {
+                    // The rest fail when they reach the head.
+                    return;
+                }
+                // SAFETY: as above; no units are taken for an `EXCEEDS`.
+                unsafe { self.resolve_untaken(list, node, status::EXCEEDS, wakers) };
+            }
+        }
+    }
+
+    /// Unlinks `node` and resolves it with `outcome`: on success counts it out,
+    /// queues its waker and lets go of the queue's share; if its owner cancelled
+    /// first, gives back the units taken for a grant (its cancel entry lets go).
+    ///
+    /// # Safety
+    /// The caller holds the role; `node` is linked.
+    unsafe fn resolve(
+        &self,
+        state: &State,
+        list: &mut List,
+        node: NonNull<Waiter>,
+        outcome: usize,
+        wakers: &mut WakeList,
+    ) {
+        // SAFETY: the caller's contract.
+        let units = unsafe { node.as_ref() }.units;
+        // SAFETY: the caller's contract.
+        let resolved = unsafe { self.resolve_untaken(list, node, outcome, wakers) };
+        if !resolved && outcome == status::GRANTED && units != 0 && Mechanism::GrantGivesBack.on() {
+            state.give_back(units);
+        }
+    }
+
+    /// As [`resolve`](Self::resolve), for an outcome that took no units. Returns
+    /// whether the resolve won over a cancel.
+    ///
+    /// # Safety
+    /// As [`resolve`](Self::resolve).
+    unsafe fn resolve_untaken(
+        &self,
+        list: &mut List,
+        node: NonNull<Waiter>,
+        outcome: usize,
+        wakers: &mut WakeList,
+    ) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { list.remove(node) };
+        // SAFETY: the queue's share keeps it alive until the release below.
+        match unsafe { node.as_ref() }.resolve(outcome) {
+            Some(waker) => {
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                wakers.push(waker);
+                if Mechanism::ReleaseShare.on() {
+                    // SAFETY: resolved by us, so no cancel entry will name it; this
+                    // is the queue's last touch.
+                    unsafe { release_queue_ref(node) };
+                }
+                true
+            }
+            // The owner cancelled first; its entry lets go of the node.
+            None => false,
+        }
     }
 
     /// Lets go of every node still queued, when the semaphore is dropped. Only
     /// nodes of futures that were leaked (`mem::forget`) while parked can be left.
     pub(crate) fn drain_on_drop(&mut self, state: &State) {
         // SAFETY: `&mut self`: nobody else can hold the role or push.
-        self.role.list.with_mut(|list| unsafe {
-            let list = &mut *list;
+        self.role.server.with_mut(|server| unsafe {
+            let list = &mut (*server).list;
             self.absorb(state, list);
             while let Some(head) = list.front() {
                 list.remove(head);

@@ -1,16 +1,17 @@
-//! The state word: the free units and three flags in one atomic, so that every fast
-//! path is one read-modify-write and sees, in the same step, whether anyone waits.
+//! The state word: the free units and four flags in one atomic, so that every fast
+//! path is one read-modify-write and sees, in the same step, whether anyone waits;
+//! and beside it, on the same cache line, the capacity in force.
 //!
 //! ```text
-//!  bits 31..3 (and up)        bit 2       bit 1      bit 0
-//! [ available units     ]  [ ARRIVED ]  [ QUEUED ]  [ CLOSED ]
+//!  bits 31..4 (and up)        bit 3        bit 2       bit 1      bit 0
+//! [ available units     ]  [ RETIRING ]  [ ARRIVED ]  [ QUEUED ]  [ CLOSED ]
 //! ```
 //!
 //! - `available`: free units, shifted by [`SHIFT`]. Capacity is capped at
-//!   [`MAX_UNITS`] = 2²⁹ − 1 so the word fits in 32 bits: no 64-bit atomic is needed
+//!   [`MAX_UNITS`] = 2²⁸ − 1 so the word fits in 32 bits: no 64-bit atomic is needed
 //!   on any target.
 //! - `QUEUED`: a waiter may be unresolved. Set by a parker's [`State::join`], cleared
-//!   only by the server ([`State::try_clear_queued`]) once its list is empty and no
+//!   only by the server ([`State::try_clear`]) once its list is empty and no
 //!   parker joined since it last looked. The fast paths refuse while it is set: that
 //!   is the no-barging rule.
 //! - `ARRIVED`: a parker joined since the server last looked. Set with `QUEUED` by
@@ -18,11 +19,18 @@
 //!   It makes each join change the word, so the server's clearing of `QUEUED` (a
 //!   CAS expecting `ARRIVED` clear) fails if anyone joined after the server took the
 //!   arrivals. `ARRIVED` set implies `QUEUED` set.
+//! - `RETIRING`: the capacity was lowered and units still have to be retired. Set
+//!   (with `ARRIVED`) by a shrink after it posted the units to retire; cleared only by
+//!   the server once it retired them all, by the same CAS that clears `QUEUED` (which
+//!   fails if `ARRIVED` was set again). The fast paths refuse while it is set, and
+//!   every release asks for service, so returned units go to the retirement first.
 //! - `CLOSED`: set once by [`State::close`], never cleared.
 //!
-//! Only units move through `available`: taken by a fast path or by the server for
-//! the head waiter (each a CAS that checks they are there), returned by a release (a
-//! `fetch_add`). So `available` never exceeds the capacity, and never underflows.
+//! Only units move through `available`: taken by a fast path or by the server (for
+//! the head waiter, or to retire them), each a CAS that checks they are there;
+//! returned by a release or added by a grow (a `fetch_add`). So `available` never
+//! exceeds the capacity in force plus the units still to retire, and never
+//! underflows.
 
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering};
@@ -32,10 +40,12 @@ use crate::mechanism::Mechanism;
 pub(crate) const CLOSED: usize = 1;
 /// A waiter may be unresolved: fast paths refuse.
 pub(crate) const QUEUED: usize = 1 << 1;
-/// A parker joined since the server last took the arrivals.
+/// A parker joined (or a shrink posted) since the server last looked.
 pub(crate) const ARRIVED: usize = 1 << 2;
+/// Units are being retired after the capacity was lowered: fast paths refuse.
+pub(crate) const RETIRING: usize = 1 << 3;
 /// `available` starts at this bit.
-pub(crate) const SHIFT: u32 = 3;
+pub(crate) const SHIFT: u32 = 4;
 /// The largest capacity the encoding holds in 32 bits.
 pub(crate) const MAX_UNITS: usize = (u32::MAX >> SHIFT) as usize;
 
@@ -67,20 +77,58 @@ pub(crate) enum HeadTake {
     Closed,
 }
 
-/// The state word; see the module docs.
-pub(crate) struct State(AtomicUsize);
+/// The state word and the capacity; see the module docs.
+pub(crate) struct State {
+    word: AtomicUsize,
+    /// The capacity in force. Read by every request (a request above it fails at
+    /// once); written by resizes and by `forget`.
+    capacity: AtomicUsize,
+}
 
 impl State {
     loom_const_fn! {
         pub(crate) fn new(capacity: usize) -> State {
-            State(AtomicUsize::new(capacity << SHIFT))
+            State {
+                word: AtomicUsize::new(capacity << SHIFT),
+                capacity: AtomicUsize::new(capacity),
+            }
         }
     }
 
     /// A snapshot, for diagnostics and for the server's decisions.
     #[inline]
     pub(crate) fn load(&self) -> usize {
-        self.0.load(Ordering::Acquire)
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// The capacity in force.
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Acquire)
+    }
+
+    /// Sets the capacity; returns the previous one.
+    pub(crate) fn swap_capacity(&self, capacity: usize) -> usize {
+        self.capacity.swap(capacity, Ordering::AcqRel)
+    }
+
+    /// Raises the capacity by `units`.
+    ///
+    /// # Panics
+    ///
+    /// If it would exceed [`MAX_UNITS`].
+    pub(crate) fn add_capacity(&self, units: usize) {
+        let raised = self
+            .capacity
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                c.checked_add(units).filter(|&c| c <= MAX_UNITS)
+            });
+        assert!(raised.is_ok(), "capacity exceeds Semaphore::MAX_UNITS");
+    }
+
+    /// Lowers the capacity by `units` (a forgotten permit's); returns the new one.
+    pub(crate) fn forget_capacity(&self, units: usize) -> usize {
+        self.capacity.fetch_sub(units, Ordering::AcqRel) - units
     }
 
     /// The fast path: takes `units` if nobody is queued, the semaphore is open and
@@ -90,15 +138,20 @@ impl State {
     /// new holder sees what the previous holders wrote.
     #[inline]
     pub(crate) fn try_take(&self, units: usize) -> Result<(), Refused> {
-        let mut state = self.0.load(Ordering::Relaxed);
+        let mut state = self.word.load(Ordering::Relaxed);
         loop {
             if state & CLOSED != 0 {
                 return Err(Refused::Closed);
             }
-            if state & QUEUED != 0 || available(state) < units {
+            let refuse = if Mechanism::RetiringBlocksFastPath.on() {
+                QUEUED | RETIRING
+            } else {
+                QUEUED
+            };
+            if state & refuse != 0 || available(state) < units {
                 return Err(Refused::NoUnits);
             }
-            match self.0.compare_exchange_weak(
+            match self.word.compare_exchange_weak(
                 state,
                 state - (units << SHIFT),
                 Ordering::Acquire,
@@ -110,11 +163,12 @@ impl State {
         }
     }
 
-    /// Returns `units`: one `fetch_add`. Returns the previous value; if it had
-    /// `QUEUED`, the caller serves the queue.
+    /// Returns `units` (or adds them, for a grow): one `fetch_add`. Returns the
+    /// previous value; if it had `QUEUED` or `RETIRING`, the caller serves the
+    /// queue.
     #[inline]
     pub(crate) fn release(&self, units: usize) -> usize {
-        self.0.fetch_add(units << SHIFT, Ordering::Release)
+        self.word.fetch_add(units << SHIFT, Ordering::Release)
     }
 
     /// A parker's join, after its node is on the arrivals stack: sets `QUEUED` and
@@ -123,51 +177,81 @@ impl State {
     ///
     /// `Release` so the server's `Acquire` read of this value (in
     /// [`clear_arrived`](Self::clear_arrived) or
-    /// [`try_clear_queued`](Self::try_clear_queued)) sees the node's push; `Acquire`
+    /// [`try_clear`](Self::try_clear)) sees the node's push; `Acquire`
     /// so the parker sees the units released before it, and a grant of its own node
     /// made before it.
     #[inline]
     pub(crate) fn join(&self) -> usize {
         let arrived = if Mechanism::Arrived.on() { ARRIVED } else { 0 };
-        self.0.fetch_or(QUEUED | arrived, Ordering::AcqRel)
+        self.word.fetch_or(QUEUED | arrived, Ordering::AcqRel)
     }
 
     /// Sets `CLOSED`; returns the previous value.
     pub(crate) fn close(&self) -> usize {
-        self.0.fetch_or(CLOSED, Ordering::AcqRel)
+        self.word.fetch_or(CLOSED, Ordering::AcqRel)
     }
 
     /// Server only: clears `ARRIVED` before it takes the arrivals, so that a join
-    /// after that is seen by [`try_clear_queued`](Self::try_clear_queued).
+    /// after that is seen by [`try_clear`](Self::try_clear).
     ///
-    /// A plain load first: a stale "clear" only means `try_clear_queued` sees
+    /// A plain load first: a stale "clear" only means `try_clear` sees
     /// `ARRIVED` later and the server absorbs once more.
     #[inline]
     pub(crate) fn clear_arrived(&self) {
-        if self.0.load(Ordering::Relaxed) & ARRIVED != 0 {
-            self.0.fetch_and(!ARRIVED, Ordering::AcqRel);
+        if self.word.load(Ordering::Relaxed) & ARRIVED != 0 {
+            self.word.fetch_and(!ARRIVED, Ordering::AcqRel);
         }
     }
 
-    /// Server only, with its list empty: clears `QUEUED` unless a parker joined since
+    /// Server only: clears `flags` (`QUEUED` if its list is empty, `RETIRING` if
+    /// nothing is left to retire) unless a parker joined or a shrink posted since
     /// [`clear_arrived`](Self::clear_arrived). Returns `false` if one did: the
-    /// server must take the arrivals again.
-    pub(crate) fn try_clear_queued(&self) -> bool {
-        let mut state = self.0.load(Ordering::Acquire);
+    /// server must look again.
+    pub(crate) fn try_clear(&self, flags: usize) -> bool {
+        debug_assert_eq!(flags & !(QUEUED | RETIRING), 0);
+        let mut state = self.word.load(Ordering::Acquire);
         loop {
             if state & ARRIVED != 0 {
                 return false;
             }
-            if state & QUEUED == 0 {
+            if state & flags == 0 {
                 return true;
             }
-            match self.0.compare_exchange_weak(
+            match self.word.compare_exchange_weak(
                 state,
-                state & !QUEUED,
+                state & !flags,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
                 Ok(_) => return true,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// A shrink, after it posted the units to retire: sets `RETIRING` (and
+    /// `ARRIVED`, so a server about to clear `RETIRING` looks again). From here
+    /// on no fast path takes a unit, and every release asks for service.
+    pub(crate) fn start_retiring(&self) {
+        self.word.fetch_or(RETIRING | ARRIVED, Ordering::AcqRel);
+    }
+
+    /// Server only: takes up to `debt` free units out of circulation; returns how
+    /// many it took.
+    pub(crate) fn retire(&self, debt: usize) -> usize {
+        let mut state = self.word.load(Ordering::Acquire);
+        loop {
+            let take = available(state).min(debt);
+            if take == 0 {
+                return 0;
+            }
+            match self.word.compare_exchange_weak(
+                state,
+                state - (take << SHIFT),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return take,
                 Err(actual) => state = actual,
             }
         }
@@ -181,7 +265,7 @@ impl State {
     /// `GRANTED` store after it hands them to the waiter.
     #[inline]
     pub(crate) fn take_for_head(&self, units: usize) -> HeadTake {
-        let mut state = self.0.load(Ordering::Acquire);
+        let mut state = self.word.load(Ordering::Acquire);
         loop {
             if state & CLOSED != 0 {
                 return HeadTake::Closed;
@@ -189,7 +273,7 @@ impl State {
             if available(state) < units {
                 return HeadTake::DoesNotFit;
             }
-            match self.0.compare_exchange_weak(
+            match self.word.compare_exchange_weak(
                 state,
                 state - (units << SHIFT),
                 Ordering::AcqRel,
@@ -205,6 +289,6 @@ impl State {
     /// the grant reached it. The server goes on serving, so nobody else need.
     #[inline]
     pub(crate) fn give_back(&self, units: usize) {
-        self.0.fetch_add(units << SHIFT, Ordering::Release);
+        self.word.fetch_add(units << SHIFT, Ordering::Release);
     }
 }

@@ -4,13 +4,15 @@
 //! # The status word
 //!
 //! ```text
-//!  bit 3        bit 2          bits 1..0
-//! [QUEUE_REF] [REGISTERING] [ phase: WAITING | GRANTED | CLOSED | CANCELLED ]
+//!  bit 4        bit 3          bits 2..0
+//! [QUEUE_REF] [REGISTERING] [ phase: WAITING | GRANTED | CLOSED | CANCELLED | EXCEEDS ]
 //! ```
 //!
 //! The phase leaves `WAITING` exactly once, by one CAS, and whoever wins it resolves
-//! the node: the server (`GRANTED` after taking the units, `CLOSED`) or the owner
-//! (`CANCELLED`). The loser has a duty: a server that lost to a cancel gives its
+//! the node: the server (`GRANTED` after taking the units, `CLOSED`, `EXCEEDS` when
+//! the capacity fell below the request) or the owner (`CANCELLED`). A node of 0
+//! units is a drain waiter: the server grants it, taking nothing, once the
+//! semaphore is closed and every unit is back. The loser has a duty: a server that lost to a cancel gives its
 //! units back; an owner that lost to a grant releases the units it will never take.
 //!
 //! `REGISTERING` is the owner's claim on the waker cell while it swaps in a new
@@ -57,13 +59,15 @@ pub(crate) mod status {
     pub(crate) const CLOSED: usize = 2;
     /// The owner gave up (its future was dropped while waiting).
     pub(crate) const CANCELLED: usize = 3;
+    /// The server resolved it because the capacity fell below its request.
+    pub(crate) const EXCEEDS: usize = 4;
     /// Mask of the phase.
-    pub(crate) const PHASE: usize = 3;
+    pub(crate) const PHASE: usize = 7;
     /// The owner is swapping the waker.
-    pub(crate) const REGISTERING: usize = 1 << 2;
+    pub(crate) const REGISTERING: usize = 1 << 3;
     /// Without `alloc`: the queue still refers to the node.
     #[cfg(not(feature = "alloc"))]
-    pub(crate) const QUEUE_REF: usize = 1 << 3;
+    pub(crate) const QUEUE_REF: usize = 1 << 4;
 }
 
 /// A parked request.
@@ -254,7 +258,10 @@ impl Waiter {
     /// owner's `Acquire` load of the phase; `Acquire` reads the owner's last waker
     /// store, published by its `Release` CAS out of `REGISTERING`.
     pub(crate) fn resolve(&self, to: usize) -> Option<Option<Waker>> {
-        debug_assert!(to == status::GRANTED || to == status::CLOSED);
+        debug_assert!(matches!(
+            to,
+            status::GRANTED | status::CLOSED | status::EXCEEDS
+        ));
         if !Mechanism::PhaseCas.on() {
             self.status.store(to, Ordering::Release);
             // SAFETY: none: this is the negative control the loom models must catch.

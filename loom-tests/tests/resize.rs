@@ -1,0 +1,136 @@
+//! Live capacity against releases and a parked head: once a shrink has returned,
+//! nothing is granted beyond the new capacity — not by a fast path that meets a
+//! returned unit first, not by a server that meets one mid-pass — and a grow
+//! serves the parked head.
+#![cfg(admit_loom)]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::task::Waker;
+
+use admit::mechanism::Mechanism;
+use admit::Semaphore;
+use admit_loom_tests::{assert_idle, poll_once, without};
+use loom::future::block_on;
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::thread;
+
+/// Capacity 2 shrinks to 1 while both units are held; then one comes back. A
+/// `try_acquire` racing that release must fail: the returned unit retires.
+fn fast_path_after_a_shrink() {
+    let sem = Arc::new(Semaphore::new(2));
+    let first = sem.clone().try_acquire_owned(1).unwrap();
+    let second = sem.clone().try_acquire_owned(1).unwrap();
+    let shrinker = {
+        let sem = sem.clone();
+        thread::spawn(move || {
+            sem.set_capacity(1);
+            drop(first); // after the shrink: this unit retires
+        })
+    };
+    let taken = sem.try_acquire(1);
+    assert!(taken.is_err(), "granted past the lowered capacity");
+    shrinker.join().unwrap();
+    drop(second);
+    assert_eq!(sem.capacity(), 1);
+    assert_idle(&sem);
+}
+
+#[test]
+fn a_unit_returned_after_a_shrink_retires() {
+    loom::model(fast_path_after_a_shrink);
+}
+
+/// Negative control: with fast paths open while units are owed, the returned unit
+/// goes to the `try_acquire`.
+#[test]
+fn without_retiring_the_fast_path_takes_a_unit_owed() {
+    without(
+        Mechanism::RetiringBlocksFastPath,
+        "granted past the lowered capacity",
+        fast_path_after_a_shrink,
+    );
+}
+
+/// Capacity 3, all held, a waiter parked for one unit. Once the shrink to 1 has
+/// returned, two units come back on two threads, whose serving passes race; the
+/// third stays held, so the capacity is full and the waiter must stay parked.
+fn server_pass_after_a_shrink() {
+    let sem = Arc::new(Semaphore::new(3));
+    let held = [(); 3].map(|()| sem.clone().try_acquire_owned(1).unwrap());
+    let mut waiter = Box::pin(sem.clone().acquire_owned(1));
+    assert!(poll_once(waiter.as_mut(), Waker::noop()).is_pending());
+    let shrunk = Arc::new(AtomicBool::new(false));
+    let [first, second, third] = held;
+    let shrinker = {
+        let (sem, shrunk) = (sem.clone(), shrunk.clone());
+        thread::spawn(move || {
+            sem.set_capacity(1);
+            shrunk.store(true, Ordering::Release);
+            drop(first);
+        })
+    };
+    let releaser = {
+        let shrunk = shrunk.clone();
+        thread::spawn(move || {
+            while !shrunk.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
+            drop(second);
+        })
+    };
+    shrinker.join().unwrap();
+    releaser.join().unwrap();
+    assert!(
+        poll_once(waiter.as_mut(), Waker::noop()).is_pending(),
+        "granted past the lowered capacity"
+    );
+    drop(third);
+    drop(block_on(waiter).expect("not closed"));
+    assert_eq!(sem.capacity(), 1);
+    assert_idle(&sem);
+}
+
+#[test]
+fn a_serving_pass_pays_the_retirement_before_granting() {
+    loom::model(server_pass_after_a_shrink);
+}
+
+/// Negative control: a server that grants while units are still owed hands a
+/// returned unit to the waiter.
+#[test]
+fn without_paying_first_a_server_grants_a_unit_owed() {
+    without(
+        Mechanism::DebtBeforeGrants,
+        "granted past the lowered capacity",
+        server_pass_after_a_shrink,
+    );
+}
+
+/// A grow racing a release and a parked head that needs both the grown unit and
+/// the released one: the head is granted, whichever comes first.
+#[test]
+fn a_grow_serves_the_parked_head() {
+    loom::model(|| {
+        let sem = Arc::new(Semaphore::new(1));
+        let held = sem.clone().try_acquire_owned(1).unwrap();
+        let mut head = Box::pin(sem.clone().acquire_owned(2));
+        // More than the capacity: fails at once; grow first, then park.
+        sem.add_units(1);
+        let other = sem.clone().try_acquire_owned(1).unwrap();
+        assert!(poll_once(head.as_mut(), Waker::noop()).is_pending());
+        let grower = {
+            let sem = sem.clone();
+            thread::spawn(move || sem.set_capacity(3))
+        };
+        drop(held);
+        let permit = block_on(head).expect("not closed");
+        assert_eq!(permit.units(), 2);
+        grower.join().unwrap();
+        drop((permit, other));
+        assert_eq!(sem.capacity(), 3);
+        assert_idle(&sem);
+    });
+}
