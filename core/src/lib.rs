@@ -56,9 +56,13 @@ mod semaphore;
 
 #[cfg(feature = "std")]
 pub use gate::{memory_limit_in, process_memory_limit};
-pub use gate::{whole_seconds_up, Capacity, ConfigError, GateError, Observer, Source, Timer};
+pub use gate::{
+    whole_seconds_up, Capacity, ConfigError, GateError, Observer, ShedReason, Source, Timer,
+};
 #[cfg(feature = "alloc")]
-pub use gate::{Gate, GateAcquire, GateBuilder, GatePermit, NoTimer, MAX_WAIT_BUDGET};
+pub use gate::{
+    DrainTimeout, Gate, GateAcquire, GateBuilder, GateDrain, GatePermit, NoTimer, MAX_WAIT_BUDGET,
+};
 #[cfg(feature = "std")]
 pub use semaphore::AcquireTimeoutError;
 pub use semaphore::{

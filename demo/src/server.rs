@@ -191,8 +191,14 @@ impl Observer for DemoObserver {
         }
     }
 
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
-        self.metrics.on_shed(source, units, waited);
+    fn on_shed(
+        &self,
+        source: &'static str,
+        units: usize,
+        waited: Duration,
+        _reason: admit::ShedReason,
+    ) {
+        self.metrics.on_shed(source, units, waited, _reason);
         if let Some(route) = Route::from_label(source) {
             self.stats.busy[route.index()].fetch_add(1, Ordering::Relaxed);
         }

@@ -30,7 +30,7 @@ impl Observer for Counts {
     fn on_admit(&self, _: &'static str, _: usize, _: Duration) {
         self.admits.fetch_add(1, Ordering::SeqCst);
     }
-    fn on_shed(&self, _: &'static str, _: usize, _: Duration) {
+    fn on_shed(&self, _: &'static str, _: usize, _: Duration, _reason: admit::ShedReason) {
         self.sheds.fetch_add(1, Ordering::SeqCst);
     }
 }

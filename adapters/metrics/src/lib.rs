@@ -341,7 +341,13 @@ impl admit::Observer for MetricsObserver {
         self.event(Event::Release { units, held });
     }
 
-    fn on_shed(&self, source: &'static str, _units: usize, _waited: Duration) {
+    fn on_shed(
+        &self,
+        source: &'static str,
+        _units: usize,
+        _waited: Duration,
+        _reason: admit::ShedReason,
+    ) {
         self.event(Event::Shed { source });
     }
 }

@@ -110,9 +110,24 @@ fn wait_and_hold_histograms_record_seconds() {
 #[test]
 fn shed_counts_per_source() {
     let (snapshotter, observer) = started("s", 8);
-    observer.on_shed("npm_publish", 1, Duration::from_secs(5));
-    observer.on_shed("npm_publish", 2, Duration::from_secs(5));
-    observer.on_shed("pypi_upload", 1, Duration::from_secs(5));
+    observer.on_shed(
+        "npm_publish",
+        1,
+        Duration::from_secs(5),
+        admit::ShedReason::WaitBudget,
+    );
+    observer.on_shed(
+        "npm_publish",
+        2,
+        Duration::from_secs(5),
+        admit::ShedReason::WaitBudget,
+    );
+    observer.on_shed(
+        "pypi_upload",
+        1,
+        Duration::from_secs(5),
+        admit::ShedReason::WaitBudget,
+    );
     let m = read(&snapshotter);
     assert_eq!(counter(&m, "s_shed_total", "npm_publish"), 2);
     assert_eq!(counter(&m, "s_shed_total", "pypi_upload"), 1);
@@ -129,7 +144,12 @@ fn shed_from_an_undeclared_label_is_still_counted() {
     let observer = MetricsObserver::new("s");
     metrics::with_local_recorder(&recorder, || {
         observer.on_start(1, SOURCES);
-        observer.on_shed("not_declared", 1, Duration::from_secs(1));
+        observer.on_shed(
+            "not_declared",
+            1,
+            Duration::from_secs(1),
+            admit::ShedReason::WaitBudget,
+        );
     });
     let m = read(&snapshotter);
     assert_eq!(counter(&m, "s_shed_total", "not_declared"), 1);
@@ -142,7 +162,12 @@ fn handles_resolved_at_start_keep_reporting_to_that_recorder() {
     let (snapshotter, observer) = started("s", 4);
     // No recorder is current here: a per-event lookup would reach the no-op recorder.
     observer.on_admit("cargo_publish", 3, Duration::from_millis(500));
-    observer.on_shed("cargo_publish", 1, Duration::from_secs(1));
+    observer.on_shed(
+        "cargo_publish",
+        1,
+        Duration::from_secs(1),
+        admit::ShedReason::WaitBudget,
+    );
     observer.on_release("cargo_publish", 1, Duration::from_secs(2));
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "s_units_in_use"), 2.0);
@@ -158,7 +183,12 @@ fn a_second_start_does_not_reset_shed_counts() {
     let observer = MetricsObserver::new("s");
     metrics::with_local_recorder(&recorder, || {
         observer.on_start(2, SOURCES);
-        observer.on_shed("npm_publish", 1, Duration::from_secs(1));
+        observer.on_shed(
+            "npm_publish",
+            1,
+            Duration::from_secs(1),
+            admit::ShedReason::WaitBudget,
+        );
         observer.on_start(2, SOURCES);
     });
     let m = read(&snapshotter);

@@ -57,7 +57,13 @@ impl Observer for Log {
             .unwrap()
             .push(Event::Release(source, units, held));
     }
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
+    fn on_shed(
+        &self,
+        source: &'static str,
+        units: usize,
+        waited: Duration,
+        _reason: admit::ShedReason,
+    ) {
         self.0
             .lock()
             .unwrap()

@@ -7,7 +7,10 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use crate::{AcquireError, AcquireOwned, Gate, GateError, GatePermit, Observer, Source, Timer};
+use super::handle::ParkedSlot;
+use crate::{
+    AcquireError, AcquireOwned, Gate, GateError, GatePermit, Observer, ShedReason, Source, Timer,
+};
 
 /// The future of [`Gate::acquire`]: a [`GatePermit`], or why not.
 ///
@@ -36,6 +39,8 @@ pub struct GateAcquire<'a, S, T: Timer, O, F = Pending<()>> {
     sleep: Option<T::Sleep>,
     /// Pinned (structurally): the caller's cancellation signal.
     signal: F,
+    /// Its place among the parked, with `max_waiters`; given back when it ends.
+    slot: Option<ParkedSlot<'a>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,7 @@ impl<'a, S: Source, T: Timer, O: Observer> GateAcquire<'a, S, T, O> {
             acquire: None,
             sleep: None,
             signal: core::future::pending(),
+            slot: None,
         }
     }
 }
@@ -87,6 +93,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
             acquire: self.acquire,
             sleep: self.sleep,
             signal,
+            slot: self.slot,
         }
     }
 
@@ -141,6 +148,7 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         if signal.poll(cx).is_ready() {
             this.acquire = None; // returns any units granted meanwhile
             this.sleep = None;
+            this.slot = None;
             this.state = State::Done;
             return Poll::Ready(Err(GateError::Cancelled));
         }
@@ -170,6 +178,7 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
             Poll::Ready(Ok(permit)) => {
                 this.acquire = None;
                 this.sleep = None;
+                this.slot = None;
                 this.state = State::Done;
                 let waited = start.map_or(Duration::ZERO, |s| inner.timer.now().saturating_sub(s));
                 Poll::Ready(Ok(this.gate.admit(permit, this.source, waited)))
@@ -177,18 +186,35 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
             Poll::Ready(Err(AcquireError::Closed)) => {
                 this.acquire = None;
                 this.sleep = None;
+                this.slot = None;
                 this.state = State::Done;
                 Poll::Ready(Err(GateError::Closed))
             }
             Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
-                // Checked above; kept for completeness.
+                // At the first poll, or later when the capacity was lowered below
+                // the request: not a shed.
                 this.acquire = None;
+                this.sleep = None;
+                this.slot = None;
                 this.state = State::Done;
                 Poll::Ready(Err(GateError::ExceedsCapacity(e)))
             }
             Poll::Pending => match start {
                 None => {
-                    // Parked: start the clock and arm the deadline.
+                    // Parked: take a place among the parked (or shed at once if
+                    // `max_waiters` are parked already), start the clock and arm
+                    // the deadline.
+                    let Some(slot) = inner.take_parked_slot() else {
+                        this.acquire = None; // out of the queue first
+                        this.state = State::Done;
+                        return Poll::Ready(Err(inner.shed(
+                            this.source.label(),
+                            this.units,
+                            Duration::ZERO,
+                            ShedReason::QueueFull,
+                        )));
+                    };
+                    this.slot = Some(slot);
                     let now = inner.timer.now();
                     let deadline = now.saturating_add(this.max_wait_from(inner.wait_budget));
                     this.state = State::Parked { start: now };
@@ -218,14 +244,16 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
     fn shed(&mut self, start: Duration) -> GateError {
         self.acquire = None; // out of the queue first, so `waiters` excludes us
         self.sleep = None;
+        self.slot = None;
         self.state = State::Done;
         let inner = &self.gate.inner;
         let waited = inner.timer.now().saturating_sub(start);
-        let retry_after = inner.retry_after();
-        inner
-            .observer
-            .on_shed(self.source.label(), self.units, waited);
-        GateError::Busy { retry_after }
+        inner.shed(
+            self.source.label(),
+            self.units,
+            waited,
+            ShedReason::WaitBudget,
+        )
     }
 }
 

@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use super::handle::Inner;
 use super::retry_after::RetryAfter;
+use crate::loom::sync::AtomicUsize;
 use crate::{Capacity, ConfigError, Gate, Observer, Semaphore, Source, Timer};
 
 /// The longest wait budget [`GateBuilder::build`] accepts: one hour.
@@ -49,6 +50,7 @@ impl<S> Gate<S, NoTimer, ()> {
             capacity: capacity.into(),
             wait_budget: GateBuilder::<S, NoTimer, ()>::DEFAULT_WAIT_BUDGET,
             max_units: 1,
+            max_waiters: None,
             retry_after: (
                 GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MIN,
                 GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MAX,
@@ -73,6 +75,7 @@ pub struct GateBuilder<S, T, O> {
     capacity: Capacity,
     wait_budget: Duration,
     max_units: usize,
+    max_waiters: Option<usize>,
     retry_after: (Duration, Duration),
     timer: T,
     observer: O,
@@ -101,6 +104,20 @@ impl<S, T, O> GateBuilder<S, T, O> {
         self
     }
 
+    /// Sheds at once, without parking, a request that would park while
+    /// `max_waiters` requests are already parked (default: no bound). The shed is a
+    /// [`GateError::Busy`](crate::GateError::Busy) with its `Retry-After`, counted
+    /// with [`ShedReason::QueueFull`](crate::ShedReason::QueueFull), so an operator
+    /// can tell it from a wait-budget expiry. `0` never parks anyone.
+    ///
+    /// A parked request holds its connection and buffers for up to the wait budget;
+    /// under a flood this bounds that memory (HAProxy's `maxqueue`, Envoy's
+    /// `max_pending_requests`).
+    pub fn max_waiters(mut self, max_waiters: usize) -> Self {
+        self.max_waiters = Some(max_waiters);
+        self
+    }
+
     /// The bounds of the `Retry-After` a shed carries (default 1 s to 60 s); `min`
     /// must be more than zero and at most `max`. See
     /// [Retry-After](Gate#retry-after).
@@ -115,6 +132,7 @@ impl<S, T, O> GateBuilder<S, T, O> {
             capacity: self.capacity,
             wait_budget: self.wait_budget,
             max_units: self.max_units,
+            max_waiters: self.max_waiters,
             retry_after: self.retry_after,
             timer,
             observer: self.observer,
@@ -128,6 +146,7 @@ impl<S, T, O> GateBuilder<S, T, O> {
             capacity: self.capacity,
             wait_budget: self.wait_budget,
             max_units: self.max_units,
+            max_waiters: self.max_waiters,
             retry_after: self.retry_after,
             timer: self.timer,
             observer,
@@ -143,23 +162,10 @@ impl<S, T, O> GateBuilder<S, T, O> {
     }
 
     fn validate(&self) -> Result<usize, ConfigError> {
-        let max_units = self.max_units;
-        if max_units == 0 {
+        if self.max_units == 0 {
             return Err(ConfigError::ZeroMaxUnits);
         }
-        let capacity = self.resolved_capacity();
-        if capacity == 0 {
-            return Err(ConfigError::ZeroCapacity);
-        }
-        if capacity > Semaphore::MAX_UNITS {
-            return Err(ConfigError::CapacityTooLarge { capacity });
-        }
-        if capacity < max_units {
-            return Err(ConfigError::CapacityBelowMaxUnits {
-                capacity,
-                max_units,
-            });
-        }
+        let capacity = resolve_capacity(self.capacity, self.max_units)?;
         if self.wait_budget.is_zero() {
             return Err(ConfigError::ZeroWaitBudget);
         }
@@ -195,6 +201,9 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             observer: self.observer,
             wait_budget: self.wait_budget,
             max_units: self.max_units,
+            max_waiters: self.max_waiters,
+            parked: AtomicUsize::new(0),
+            held: S::ALL.iter().map(|_| AtomicUsize::new(0)).collect(),
             retry_after: RetryAfter::new(min, max),
         });
         let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
@@ -206,12 +215,33 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
     }
 }
 
+/// The capacity a gate gets from `capacity`: a memory-derived one floored at
+/// `max_units`, an explicit one checked against it; either within
+/// [`Semaphore::MAX_UNITS`] and above zero.
+pub(super) fn resolve_capacity(capacity: Capacity, max_units: usize) -> Result<usize, ConfigError> {
+    let capacity = capacity.floored(max_units);
+    if capacity == 0 {
+        return Err(ConfigError::ZeroCapacity);
+    }
+    if capacity > Semaphore::MAX_UNITS {
+        return Err(ConfigError::CapacityTooLarge { capacity });
+    }
+    if capacity < max_units {
+        return Err(ConfigError::CapacityBelowMaxUnits {
+            capacity,
+            max_units,
+        });
+    }
+    Ok(capacity)
+}
+
 impl<S, T, O> fmt::Debug for GateBuilder<S, T, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GateBuilder")
             .field("capacity", &self.capacity)
             .field("wait_budget", &self.wait_budget)
             .field("max_units", &self.max_units)
+            .field("max_waiters", &self.max_waiters)
             .field("retry_after", &self.retry_after)
             .finish_non_exhaustive()
     }

@@ -1,6 +1,7 @@
 //! The gate handle: the shared state every clone and permit point at, and the
 //! acquire entry points.
 
+use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::fmt;
 use core::marker::PhantomData;
@@ -8,7 +9,8 @@ use core::time::Duration;
 
 use super::retry_after::RetryAfter;
 use super::{GateAcquire, GatePermit};
-use crate::{GateError, Observer, Semaphore, Source, Timer, TryAcquireError};
+use crate::loom::sync::{AtomicUsize, Ordering};
+use crate::{GateError, Observer, Semaphore, ShedReason, Source, Timer, TryAcquireError};
 
 /// An admission gate: at most `capacity` units in use, callers beyond that parked
 /// for at most a wait budget and then shed with a distinguishable error.
@@ -94,6 +96,12 @@ pub(crate) struct Inner<T, O> {
     pub(crate) observer: O,
     pub(crate) wait_budget: Duration,
     pub(crate) max_units: usize,
+    /// The bound on parked acquires, if any.
+    pub(crate) max_waiters: Option<usize>,
+    /// Acquires of this gate parked right now (counted only with `max_waiters`).
+    pub(crate) parked: AtomicUsize,
+    /// Units held by permits, per source index: what a drain reports as cut.
+    pub(crate) held: Box<[AtomicUsize]>,
     pub(crate) retry_after: RetryAfter,
 }
 
@@ -103,6 +111,44 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         self.retry_after
             .suggest(self.semaphore.waiters(), self.semaphore.capacity())
     }
+
+    /// Tells the observer of a shed and returns the error the caller gets.
+    pub(crate) fn shed(
+        &self,
+        source: &'static str,
+        units: usize,
+        waited: Duration,
+        reason: ShedReason,
+    ) -> GateError {
+        let retry_after = self.retry_after();
+        self.observer.on_shed(source, units, waited, reason);
+        GateError::Busy { retry_after }
+    }
+
+    /// Takes a place among the parked, if `max_waiters` leaves one (always, without
+    /// a bound). `None`: the queue is full.
+    pub(crate) fn take_parked_slot(&self) -> Option<ParkedSlot<'_>> {
+        let Some(max) = self.max_waiters else {
+            return Some(ParkedSlot(None));
+        };
+        self.parked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ParkedSlot(Some(&self.parked)))
+    }
+}
+
+/// A place among a bounded gate's parked acquires, given back when dropped.
+pub(crate) struct ParkedSlot<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for ParkedSlot<'_> {
+    fn drop(&mut self) {
+        if let Some(parked) = self.0 {
+            parked.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// The release side of a gate, with the timer and observer types erased, so a
@@ -111,9 +157,17 @@ pub(crate) trait Shared: Send + Sync + 'static {
     /// The timer's `now()`.
     fn now(&self) -> Duration;
 
-    /// Called by a permit's drop, *before* its units return to the semaphore:
-    /// records the hold time and tells the observer.
-    fn on_release(&self, source: &'static str, units: usize, admitted_at: Duration);
+    /// Called by a permit's drop (or `forget`), *before* its units return to the
+    /// semaphore (or leave it): counts them out of their source, records the hold
+    /// time and tells the observer.
+    fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration);
+
+    /// After a permit's units left the semaphore for good: tells the observer the
+    /// capacity now.
+    fn on_forget(&self);
+
+    /// A merge moved `units` from one source's permit into another's.
+    fn move_held(&self, from: usize, to: usize, units: usize);
 }
 
 impl<T: Timer, O: Observer> Shared for Inner<T, O> {
@@ -121,10 +175,20 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
         self.timer.now()
     }
 
-    fn on_release(&self, source: &'static str, units: usize, admitted_at: Duration) {
+    fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration) {
+        self.held[index].fetch_sub(units, Ordering::AcqRel);
         let held = self.timer.now().saturating_sub(admitted_at);
         self.retry_after.record_hold(held);
         self.observer.on_release(source, units, held);
+    }
+
+    fn on_forget(&self) {
+        self.observer.on_capacity(self.semaphore.capacity());
+    }
+
+    fn move_held(&self, from: usize, to: usize, units: usize) {
+        self.held[to].fetch_add(units, Ordering::AcqRel);
+        self.held[from].fetch_sub(units, Ordering::AcqRel);
     }
 }
 
@@ -174,13 +238,12 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     pub fn try_acquire(&self, units: usize, source: S) -> Result<GatePermit<S>, GateError> {
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
             Ok(permit) => Ok(self.admit(permit, source, Duration::ZERO)),
-            Err(TryAcquireError::NoUnits) => {
-                let retry_after = self.inner.retry_after();
-                self.inner
-                    .observer
-                    .on_shed(source.label(), units, Duration::ZERO);
-                Err(GateError::Busy { retry_after })
-            }
+            Err(TryAcquireError::NoUnits) => Err(self.inner.shed(
+                source.label(),
+                units,
+                Duration::ZERO,
+                ShedReason::WaitBudget,
+            )),
             Err(TryAcquireError::ExceedsCapacity(e)) => Err(GateError::ExceedsCapacity(e)),
             Err(TryAcquireError::Closed) => Err(GateError::Closed),
         }
@@ -196,6 +259,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     ) -> GatePermit<S> {
         let admitted_at = self.inner.timer.now();
         let units = permit.units();
+        self.inner.held[source.index()].fetch_add(units, Ordering::AcqRel);
         let shared: Arc<dyn Shared> = self.inner.clone();
         let permit = GatePermit::new(shared, permit, source, admitted_at);
         self.inner.observer.on_admit(source.label(), units, waited);

@@ -25,6 +25,8 @@ mod capacity;
 mod error;
 #[cfg(feature = "alloc")]
 mod handle;
+#[cfg(feature = "alloc")]
+mod lifecycle;
 mod observer;
 #[cfg(feature = "alloc")]
 mod permit;
@@ -43,7 +45,9 @@ pub use capacity::{memory_limit_in, process_memory_limit};
 pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
 pub use handle::Gate;
-pub use observer::Observer;
+#[cfg(feature = "alloc")]
+pub use lifecycle::{DrainTimeout, GateDrain};
+pub use observer::{Observer, ShedReason};
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;
 pub use source::Source;

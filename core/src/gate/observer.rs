@@ -7,8 +7,11 @@
 //!   [`Observer::on_release`] *before* they return to the semaphore. A gauge of units
 //!   in use kept by these two hooks therefore never reads above the capacity.
 //! - Exactly one of `on_admit` or `on_shed` is called per acquire that ends in a
-//!   grant or a wait-budget expiry; cancellations, oversize requests and closes call
-//!   neither.
+//!   grant or a shed (wait budget expired, or queue full); cancellations, oversize
+//!   requests and closes call neither.
+//! - Every admitted unit is reported released exactly once: by its permit's
+//!   release, or by a [`forget`](crate::GatePermit::forget) (then `on_capacity`
+//!   follows); splitting and merging permits report nothing.
 
 use core::time::Duration;
 
@@ -34,10 +37,43 @@ pub trait Observer: Send + Sync + 'static {
         let _ = (source, units, held);
     }
 
-    /// A caller from `source` asking for `units` was shed after waiting `waited`:
-    /// its wait budget (or ceiling) expired while it was still there.
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
-        let _ = (source, units, waited);
+    /// A caller from `source` asking for `units` was shed after waiting `waited`,
+    /// for `reason`: its wait budget (or ceiling) expired while it was still there,
+    /// or the queue was full.
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
+        let _ = (source, units, waited, reason);
+    }
+
+    /// The gate's capacity changed to `capacity` (a resize, or a forgotten permit).
+    fn on_capacity(&self, capacity: usize) {
+        let _ = capacity;
+    }
+}
+
+/// Why a caller was shed: the limit that turned it away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShedReason {
+    /// Its wait budget (or ceiling) expired while it waited; also a
+    /// [`try_acquire`](crate::Gate::try_acquire) that found no unit free (a budget
+    /// of zero).
+    WaitBudget,
+    /// [`max_waiters`](crate::GateBuilder::max_waiters) requests were already
+    /// parked: shed at once, without parking.
+    QueueFull,
+}
+
+impl ShedReason {
+    /// Every reason, for registering per-reason series up front.
+    pub const ALL: [ShedReason; 2] = [ShedReason::WaitBudget, ShedReason::QueueFull];
+
+    /// A stable `snake_case` label: `"wait_budget"` or `"queue_full"`.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::WaitBudget => "wait_budget",
+            Self::QueueFull => "queue_full",
+        }
     }
 }
 
@@ -54,7 +90,10 @@ impl<O: Observer + ?Sized> Observer for alloc::sync::Arc<O> {
     fn on_release(&self, source: &'static str, units: usize, held: Duration) {
         (**self).on_release(source, units, held);
     }
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
-        (**self).on_shed(source, units, waited);
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
+        (**self).on_shed(source, units, waited, reason);
+    }
+    fn on_capacity(&self, capacity: usize) {
+        (**self).on_capacity(capacity);
     }
 }

@@ -15,12 +15,16 @@ use crate::{OwnedPermit, Source};
 /// observer with the hold time, *then* returns the units, so a gauge kept by the
 /// observer never reads more units in use than the capacity. A panic in the
 /// holder's code returns the units on unwind, like any drop.
+///
+/// [`split`](Self::split), [`merge`](Self::merge) and [`forget`](Self::forget)
+/// work as on [`Permit`](crate::Permit); the observer hears of every unit exactly
+/// once, when it is released or forgotten.
 #[must_use = "dropping a permit returns its units at once"]
 pub struct GatePermit<S: Source> {
     shared: Arc<dyn Shared>,
     /// Dropped after `Drop::drop` has told the observer: that is what returns the
-    /// units.
-    permit: OwnedPermit,
+    /// units. `None` once merged into another permit.
+    permit: Option<OwnedPermit>,
     source: S,
     admitted_at: Duration,
 }
@@ -34,16 +38,20 @@ impl<S: Source> GatePermit<S> {
     ) -> Self {
         Self {
             shared,
-            permit,
+            permit: Some(permit),
             source,
             admitted_at,
         }
     }
 
+    fn inner(&mut self) -> &mut OwnedPermit {
+        self.permit.as_mut().expect("a live permit holds its units")
+    }
+
     /// The units this permit holds.
     #[must_use]
     pub fn units(&self) -> usize {
-        self.permit.units()
+        self.permit.as_ref().map_or(0, OwnedPermit::units)
     }
 
     /// The call site the units were acquired for.
@@ -60,14 +68,70 @@ impl<S: Source> GatePermit<S> {
 
     /// Returns the units now; the same as dropping the permit.
     pub fn release(self) {}
+
+    /// Moves `units` of this permit's units into a new permit of the same source
+    /// and admission time, or returns `None` if this permit holds `units` or fewer.
+    /// Nothing is reported: each part reports its own units when released.
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`.
+    #[must_use = "dropping the split-off permit returns its units at once"]
+    pub fn split(&mut self, units: usize) -> Option<GatePermit<S>> {
+        let split = self.inner().split(units)?;
+        Some(GatePermit::new(
+            Arc::clone(&self.shared),
+            split,
+            self.source,
+            self.admitted_at,
+        ))
+    }
+
+    /// Takes `other`'s units into this permit: they are then reported with this
+    /// permit's source and hold time.
+    ///
+    /// # Panics
+    ///
+    /// If `other` is from another gate.
+    pub fn merge(&mut self, mut other: GatePermit<S>) {
+        assert!(
+            Arc::ptr_eq(&self.shared, &other.shared),
+            "merged permits of two different gates"
+        );
+        let theirs = other.permit.take().expect("a live permit holds its units");
+        self.shared
+            .move_held(other.source.index(), self.source.index(), theirs.units());
+        self.inner().merge(theirs);
+    }
+
+    /// Keeps the units out of the gate for good: its capacity shrinks by them (a
+    /// deliberate leak). The observer hears them released (they leave use), then
+    /// the new capacity.
+    pub fn forget(mut self) {
+        let permit = self.permit.take().expect("a live permit holds its units");
+        self.shared.on_release(
+            self.source.label(),
+            self.source.index(),
+            permit.units(),
+            self.admitted_at,
+        );
+        permit.forget();
+        self.shared.on_forget();
+    }
 }
 
 impl<S: Source> Drop for GatePermit<S> {
     fn drop(&mut self) {
-        // Before the units return: `self.permit` is dropped after this returns
-        // (or on unwind, should the observer panic).
-        self.shared
-            .on_release(self.source.label(), self.permit.units(), self.admitted_at);
+        if let Some(permit) = &self.permit {
+            // Before the units return: `self.permit` is dropped after this returns
+            // (or on unwind, should the observer panic).
+            self.shared.on_release(
+                self.source.label(),
+                self.source.index(),
+                permit.units(),
+                self.admitted_at,
+            );
+        }
     }
 }
 

@@ -10,6 +10,16 @@ pub trait Source: Copy + Send + Sync + 'static {
 
     /// This value's label: `snake_case`, stable, used as a metric label value.
     fn label(self) -> &'static str;
+
+    /// This value's position in [`ALL`](Self::ALL). The default finds it by label;
+    /// [`sources!`](crate::sources) implements it in O(1).
+    fn index(self) -> usize {
+        let label = self.label();
+        Self::ALL
+            .iter()
+            .position(|s| s.label() == label)
+            .expect("a source's label is one of `ALL`'s")
+    }
 }
 
 /// Declares a fieldless enum implementing [`Source`].
@@ -47,6 +57,10 @@ macro_rules! sources {
                 match self {
                     $( Self::$variant => $label, )+
                 }
+            }
+
+            fn index(self) -> usize {
+                self as usize
             }
         }
     };

@@ -4,7 +4,7 @@
 use alloc::sync::Arc;
 use alloc::task::Wake;
 use core::future::Future;
-use core::pin::pin;
+use core::pin::{pin, Pin};
 use core::task::{Context, Poll, Waker};
 use std::thread::{self, Thread};
 use std::time::Instant;
@@ -26,25 +26,48 @@ impl Wake for Unpark {
     }
 }
 
-/// Polls `future` on this thread, parking between polls, until it completes or
-/// `deadline` passes (then it is dropped, which cancels it).
-pub(crate) fn block_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
-    let mut future = pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return Some(output);
-        }
+/// Polls futures on the current thread and parks it between polls.
+pub(crate) struct ThreadWaker(Waker);
+
+impl ThreadWaker {
+    /// A waker that unparks the current thread.
+    pub(crate) fn new() -> Self {
+        Self(Waker::from(Arc::new(Unpark(thread::current()))))
+    }
+
+    /// Polls `future` once with this thread's waker.
+    pub(crate) fn poll<F: Future + ?Sized>(&self, future: Pin<&mut F>) -> Poll<F::Output> {
+        future.poll(&mut Context::from_waker(&self.0))
+    }
+
+    /// Parks until woken (or spuriously), or until `deadline`. Returns `false` if
+    /// the deadline has passed, without parking.
+    pub(crate) fn park(&self, deadline: Option<Instant>) -> bool {
         match deadline {
             None => thread::park(),
             Some(deadline) => {
                 let now = Instant::now();
                 if now >= deadline {
-                    return None;
+                    return false;
                 }
                 thread::park_timeout(deadline - now);
             }
+        }
+        true
+    }
+}
+
+/// Polls `future` on this thread, parking between polls, until it completes or
+/// `deadline` passes (then it is dropped, which cancels it).
+pub(crate) fn block_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Output> {
+    let mut future = pin!(future);
+    let thread = ThreadWaker::new();
+    loop {
+        if let Poll::Ready(output) = thread.poll(future.as_mut()) {
+            return Some(output);
+        }
+        if !thread.park(deadline) {
+            return None;
         }
     }
 }

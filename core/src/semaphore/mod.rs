@@ -103,8 +103,7 @@ pub use acquire::Acquire;
 #[cfg(feature = "alloc")]
 pub use acquire::AcquireOwned;
 #[cfg(feature = "std")]
-#[allow(unused_imports)] // the gate's blocking acquire uses it
-pub(crate) use blocking::block_until;
+pub(crate) use blocking::ThreadWaker;
 pub use drain::Drain;
 #[cfg(feature = "std")]
 pub use error::AcquireTimeoutError;

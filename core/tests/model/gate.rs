@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use admit::{Gate, GateAcquire, GateError, GatePermit, Observer, Source};
+use admit::{Gate, GateAcquire, GateError, GatePermit, Observer, ShedReason, Source};
 use arbitrary::{Arbitrary, Unstructured};
 
 #[path = "../support/manual_timer.rs"]
@@ -260,7 +260,12 @@ impl Observer for Recorder {
         self.push(Event::Release(source, units, held));
     }
 
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
+        assert_eq!(
+            reason,
+            ShedReason::WaitBudget,
+            "the model's gate has no max_waiters"
+        );
         self.push(Event::Shed(source, units, waited));
     }
 }

@@ -1,6 +1,8 @@
 //! An observer that records every event, for assertions.
 
 use std::sync::{Arc, Mutex};
+
+use admit::ShedReason;
 use std::time::Duration;
 
 /// One observer call.
@@ -17,8 +19,12 @@ pub enum Event {
         held: Duration,
         probed: Option<usize>,
     },
-    /// `on_shed(source, units, waited)`.
+    /// `on_shed(source, units, waited, ShedReason::WaitBudget)`.
     Shed(&'static str, usize, Duration),
+    /// `on_shed(source, units, _, ShedReason::QueueFull)`.
+    QueueFull(&'static str, usize),
+    /// `on_capacity(capacity)`.
+    Capacity(usize),
 }
 
 type Probe = Box<dyn Fn() -> usize + Send + Sync>;
@@ -113,7 +119,13 @@ impl admit::Observer for Recorder {
             probed,
         });
     }
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration) {
-        self.push(Event::Shed(source, units, waited));
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
+        match reason {
+            ShedReason::QueueFull => self.push(Event::QueueFull(source, units)),
+            _ => self.push(Event::Shed(source, units, waited)),
+        }
+    }
+    fn on_capacity(&self, capacity: usize) {
+        self.push(Event::Capacity(capacity));
     }
 }

@@ -67,7 +67,7 @@ impl Observer for Counting {
         self.released.fetch_add(1, Ordering::SeqCst);
         self.in_use.send_modify(|n| *n -= units);
     }
-    fn on_shed(&self, _: &'static str, _: usize, _: Duration) {
+    fn on_shed(&self, _: &'static str, _: usize, _: Duration, _reason: admit::ShedReason) {
         self.shed.fetch_add(1, Ordering::SeqCst);
     }
 }

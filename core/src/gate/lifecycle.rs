@@ -1,0 +1,280 @@
+//! What operators do to a running gate: drain it at shutdown, resize it, keep its
+//! capacity in step with the process's memory limit; and the blocking acquire for
+//! threads.
+
+use alloc::vec::Vec;
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+
+use super::builder::resolve_capacity;
+use crate::loom::sync::Ordering;
+use crate::{Capacity, ConfigError, Drain, Gate, Observer, Source, Timer};
+
+impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
+    /// Shuts the gate down gracefully: closes it (parked acquires end with
+    /// [`GateError::Closed`](crate::GateError::Closed), later ones fail at once;
+    /// nothing is counted as a shed), then waits until every unit is back or
+    /// `grace` has passed on the gate's timer.
+    ///
+    /// # Errors
+    ///
+    /// [`DrainTimeout`] when `grace` passed first: what was still held, per source.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the gate closed and its queue whole.
+    pub fn drain(&self, grace: Duration) -> GateDrain<'_, S, T, O> {
+        let deadline = self.inner.timer.now().saturating_add(grace);
+        GateDrain {
+            gate: self,
+            drain: self.inner.semaphore.drain(),
+            sleep: self.inner.timer.sleep_until(deadline),
+        }
+    }
+
+    /// Units held right now per source, in the order of `S::ALL`; sources that hold
+    /// nothing are left out.
+    #[must_use]
+    pub fn held_by_source(&self) -> Vec<(S, usize)> {
+        S::ALL
+            .iter()
+            .zip(self.inner.held.iter())
+            .map(|(&source, held)| (source, held.load(Ordering::Acquire)))
+            .filter(|&(_, held)| held != 0)
+            .collect()
+    }
+}
+
+impl<S, T: Timer, O: Observer> Gate<S, T, O> {
+    /// Changes the gate's capacity while it runs, and returns the previous one.
+    ///
+    /// `capacity` is resolved as [`Gate::builder`] resolves it: a memory-derived
+    /// capacity is floored at `max_units`, an explicit one must be at least
+    /// `max_units`. Growing serves parked requests at once, in FIFO order;
+    /// shrinking revokes no held permit — units retire as they come back, and
+    /// nothing is granted beyond the new capacity meanwhile. The observer hears
+    /// the new capacity ([`Observer::on_capacity`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`GateBuilder::build`](crate::GateBuilder::build), for the capacity:
+    /// zero, above [`Semaphore::MAX_UNITS`](crate::Semaphore::MAX_UNITS), or
+    /// (explicit) below `max_units`. The gate is left unchanged.
+    pub fn resize(&self, capacity: impl Into<Capacity>) -> Result<usize, ConfigError> {
+        let capacity = resolve_capacity(capacity.into(), self.inner.max_units)?;
+        let previous = self.inner.semaphore.set_capacity(capacity);
+        if previous != capacity {
+            self.inner.observer.on_capacity(capacity);
+        }
+        Ok(previous)
+    }
+}
+
+#[cfg(feature = "std")]
+impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
+    /// Keeps the capacity in step with the process's memory limit: every
+    /// `interval` (on the gate's timer) it reads the limit (cgroup v2, then v1:
+    /// [`process_memory_limit`](crate::process_memory_limit)) and resizes the gate to
+    /// `budget(limit)` (see [`resize`](Self::resize)). A read that finds no limit,
+    /// or a capacity `resize` refuses, leaves the gate as it is. The future ends
+    /// once the gate is closed.
+    ///
+    /// Spawn it on the runtime: `admit_tokio::spawn_memory_follower` and
+    /// `admit_smol::spawn_memory_follower` do.
+    pub fn follow_memory_limit<B>(
+        &self,
+        interval: Duration,
+        budget: B,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        B: Fn(u64) -> Capacity + Send + 'static,
+    {
+        self.follow_limit(interval, crate::process_memory_limit, budget)
+    }
+
+    /// [`follow_memory_limit`](Self::follow_memory_limit) with the limit read by
+    /// `read` instead of from the cgroup files.
+    pub fn follow_limit<R, B>(
+        &self,
+        interval: Duration,
+        read: R,
+        budget: B,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        R: Fn() -> Option<u64> + Send + 'static,
+        B: Fn(u64) -> Capacity + Send + 'static,
+    {
+        let gate = self.clone();
+        async move {
+            let mut next = gate.inner.timer.now();
+            loop {
+                next = next.saturating_add(interval);
+                gate.inner.timer.sleep_until(next).await;
+                if gate.is_closed() {
+                    return;
+                }
+                if let Some(limit) = read() {
+                    let _ = gate.resize(budget(limit));
+                }
+            }
+        }
+    }
+
+    /// [`acquire`](Self::acquire) for a thread: blocks until the units are granted,
+    /// in the same FIFO queue as async callers, for at most the wait budget (on the
+    /// system clock: the gate's timer belongs to a runtime). The outcomes and what
+    /// the observer hears are those of `acquire`, but for `Cancelled`, which a
+    /// blocked thread cannot produce.
+    ///
+    /// # Errors
+    ///
+    /// [`GateError::Busy`](crate::GateError::Busy) when the wait budget expires or
+    /// the queue is full (a shed), [`GateError::ExceedsCapacity`] at once when
+    /// `units > capacity`, [`GateError::Closed`](crate::GateError::Closed) after
+    /// [`close`](Self::close).
+    ///
+    /// [`GateError::ExceedsCapacity`]: crate::GateError::ExceedsCapacity
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`.
+    pub fn acquire_blocking(
+        &self,
+        units: usize,
+        source: S,
+    ) -> Result<crate::GatePermit<S>, crate::GateError> {
+        use crate::{AcquireError, GateError, ShedReason};
+        use std::time::Instant;
+
+        crate::semaphore::assert_nonzero(units);
+        let inner = &self.inner;
+        inner
+            .semaphore
+            .check_fits(units)
+            .map_err(GateError::ExceedsCapacity)?;
+        let started = Instant::now();
+        let deadline = started + inner.wait_budget;
+        let thread = crate::semaphore::ThreadWaker::new();
+        let mut acquire =
+            alloc::boxed::Box::pin(alloc::sync::Arc::clone(&inner.semaphore).acquire_owned(units));
+        let mut slot = None;
+        loop {
+            match thread.poll(acquire.as_mut()) {
+                Poll::Ready(Ok(permit)) => {
+                    drop(slot);
+                    return Ok(self.admit(permit, source, started.elapsed()));
+                }
+                Poll::Ready(Err(AcquireError::Closed)) => return Err(GateError::Closed),
+                Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
+                    return Err(GateError::ExceedsCapacity(e));
+                }
+                Poll::Pending => {}
+            }
+            if slot.is_none() {
+                match inner.take_parked_slot() {
+                    Some(taken) => slot = Some(taken),
+                    None => {
+                        drop(acquire); // out of the queue before Retry-After counts it
+                        let waited = started.elapsed();
+                        return Err(inner.shed(
+                            source.label(),
+                            units,
+                            waited,
+                            ShedReason::QueueFull,
+                        ));
+                    }
+                }
+            }
+            if !thread.park(Some(deadline)) {
+                drop(acquire);
+                drop(slot);
+                let waited = started.elapsed();
+                return Err(inner.shed(source.label(), units, waited, ShedReason::WaitBudget));
+            }
+        }
+    }
+}
+
+/// The future of [`Gate::drain`].
+#[must_use = "futures do nothing unless polled"]
+pub struct GateDrain<'a, S, T: Timer, O> {
+    gate: &'a Gate<S, T, O>,
+    /// Pinned (structurally).
+    drain: Drain<'a>,
+    /// Pinned (structurally): the end of the grace period.
+    sleep: T::Sleep,
+}
+
+impl<S: Source, T: Timer, O: Observer> Future for GateDrain<'_, S, T, O> {
+    type Output = Result<(), DrainTimeout<S>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of `drain` and `sleep`: they are reached only
+        // through these projections and never moved; `GateDrain` has no `Drop` impl
+        // and is not `repr(packed)`.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above.
+        if unsafe { Pin::new_unchecked(&mut this.drain) }
+            .poll(cx)
+            .is_ready()
+        {
+            return Poll::Ready(Ok(()));
+        }
+        // SAFETY: as above.
+        if unsafe { Pin::new_unchecked(&mut this.sleep) }
+            .poll(cx)
+            .is_ready()
+        {
+            return Poll::Ready(Err(DrainTimeout {
+                held: this.gate.held_by_source(),
+            }));
+        }
+        Poll::Pending
+    }
+}
+
+impl<S, T: Timer, O: Observer> fmt::Debug for GateDrain<'_, S, T, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateDrain")
+            .field("in_use", &self.gate.in_use())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`Gate::drain`] whose grace period ended with units still held: what the
+/// period cut short, per source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainTimeout<S> {
+    held: Vec<(S, usize)>,
+}
+
+impl<S: Source> DrainTimeout<S> {
+    /// Units still held per source when the grace period ended, in the order of
+    /// `S::ALL`; sources holding nothing are left out.
+    #[must_use]
+    pub fn held(&self) -> &[(S, usize)] {
+        &self.held
+    }
+
+    /// Units still held in all.
+    #[must_use]
+    pub fn units(&self) -> usize {
+        self.held.iter().map(|&(_, units)| units).sum()
+    }
+}
+
+impl<S: Source> fmt::Display for DrainTimeout<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "drain cut short with {} units still held", self.units())?;
+        for (i, (source, units)) in self.held.iter().enumerate() {
+            let sep = if i == 0 { ": " } else { ", " };
+            write!(f, "{sep}{} {units}", source.label())?;
+        }
+        Ok(())
+    }
+}
+
+impl<S: Source + fmt::Debug> core::error::Error for DrainTimeout<S> {}
