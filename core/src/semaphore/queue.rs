@@ -219,8 +219,11 @@ impl WaitQueue {
                 server.debt += self.role.retire_posted.swap(0, Ordering::AcqRel);
                 server.debt -= state.retire(server.debt);
                 let capacity = state.capacity();
-                if capacity < server.seen_capacity {
-                    self.sweep_oversize(capacity, &mut server.list, wakers);
+                if capacity < server.seen_capacity
+                    && !self.sweep_oversize(capacity, &mut server.list, wakers)
+                {
+                    // The wake batch filled: wake it, and sweep on in the next pass.
+                    return true;
                 }
                 server.seen_capacity = capacity;
                 let stop = if state.load() & CLOSED != 0 {
@@ -396,11 +399,17 @@ impl WaitQueue {
 
     /// After the capacity was lowered: every listed request for more than it
     /// fails with `EXCEEDS`, wherever it waits (a head blocked by a larger one
-    /// would otherwise keep it waiting).
+    /// would otherwise keep it waiting). Returns `false` if the wake batch filled
+    /// first.
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn sweep_oversize(&self, capacity: usize, list: &mut List, wakers: &mut WakeList) {
+    unsafe fn sweep_oversize(
+        &self,
+        capacity: usize,
+        list: &mut List,
+        wakers: &mut WakeList,
+    ) -> bool {
         let mut next = list.front();
         while let Some(node) = next {
             // SAFETY: as in `close_list`.
@@ -408,13 +417,13 @@ impl WaitQueue {
             next = after;
             if waiter.units > capacity && waiter.phase() == status::WAITING {
                 if wakers.is_full() {
-                    // The rest fail when they reach the head.
-                    return;
+                    return false;
                 }
                 // SAFETY: as above; no units are taken for an `EXCEEDS`.
                 unsafe { self.resolve_untaken(list, node, status::EXCEEDS, wakers) };
             }
         }
+        true
     }
 
     /// Unlinks `node` and resolves it with `outcome`: on success counts it out,
