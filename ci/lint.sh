@@ -12,12 +12,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # builds) and the shuttle schedules, each with its cfg.
 cargo clippy -p admit --no-default-features --test inline_nodes -- -D warnings
 RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
-    cargo clippy -p admit -- -D warnings
+    cargo clippy -p admit --lib --tests -- -D warnings
 RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
-    cargo clippy -p admit --no-default-features -- -D warnings
-RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
-    cargo clippy -p admit-loom-tests --all-targets -- -D warnings
-RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
-    cargo clippy -p admit-loom-tests --no-default-features --test inline_nodes -- -D warnings
+    cargo clippy -p admit --lib --tests --no-default-features -- -D warnings
 RUSTFLAGS="--cfg admit_shuttle" CARGO_TARGET_DIR=target-shuttle \
     cargo clippy -p admit --lib --tests -- -D warnings

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the loom models of loom-tests/ exhaustively (up to the preemption bound), in
-# release with debug assertions, in a target dir of their own.
+# Runs the loom models (core/src/loom_tests/, unit tests of the core built only with
+# --cfg admit_loom) exhaustively up to the preemption bound, in release with debug
+# assertions, in a target dir of their own.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,5 +24,5 @@ run() {
 }
 # The default build (nodes co-owned through `Arc`), then the build without `alloc`
 # (nodes inside the futures).
-run cargo test -p admit-loom-tests --release "$@"
-run cargo test -p admit-loom-tests --release --no-default-features --test inline_nodes "$@"
+run cargo test -p admit --lib --release "$@"
+run cargo test -p admit --lib --release --no-default-features "$@"

@@ -43,15 +43,14 @@
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
-#[cfg(feature = "std")]
+// The crate's own tests (loom, shuttle) run on std whatever the features.
+#[cfg(any(feature = "std", test))]
 extern crate std;
 
 mod gate;
 mod loom;
-#[cfg(admit_loom)]
-#[doc(hidden)]
-pub mod mechanism;
-#[cfg(not(admit_loom))]
+#[cfg(all(test, admit_loom))]
+mod loom_tests;
 mod mechanism;
 mod semaphore;
 

@@ -3,8 +3,9 @@
 //! Three arms, chosen by cfg:
 //!
 //! - the default: `core`'s atomics and `alloc`'s `Arc`;
-//! - `--cfg admit_loom`: [`loom`](https://docs.rs/loom)'s, so the same code is
-//!   model-checked exhaustively (loom also reports a leaked or double-freed `Arc`);
+//! - `--cfg admit_loom` in the crate's own unit tests:
+//!   [`loom`](https://docs.rs/loom)'s, so the same code is model-checked
+//!   exhaustively (loom also reports a leaked or double-freed `Arc`);
 //! - `--cfg admit_shuttle` in the crate's own unit tests:
 //!   [`shuttle`](https://docs.rs/shuttle)'s, so a randomized scheduler (PCT) can run
 //!   schedules far longer than loom can enumerate.
@@ -12,7 +13,7 @@
 //! Constructors are `const fn` only outside loom, whose atomics are not const:
 //! [`loom_const_fn!`] writes both arms.
 
-#[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
+#[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
 pub(crate) mod sync {
     #[cfg(feature = "alloc")]
     pub(crate) use alloc::sync::Arc;
@@ -23,7 +24,7 @@ pub(crate) mod sync {
     pub(crate) use super::PlainCell as UnsafeCell;
 }
 
-#[cfg(admit_loom)]
+#[cfg(all(test, admit_loom))]
 pub(crate) mod sync {
     pub(crate) use loom::cell::UnsafeCell;
     #[cfg(not(feature = "alloc"))]
@@ -47,11 +48,11 @@ pub(crate) mod sync {
 
 /// `core::cell::UnsafeCell` behind loom's closure-based API, so accesses read the
 /// same under every arm and loom can track each one.
-#[cfg(not(admit_loom))]
+#[cfg(not(all(test, admit_loom)))]
 #[derive(Debug)]
 pub(crate) struct PlainCell<T>(core::cell::UnsafeCell<T>);
 
-#[cfg(not(admit_loom))]
+#[cfg(not(all(test, admit_loom)))]
 impl<T> PlainCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(core::cell::UnsafeCell::new(value))
@@ -67,11 +68,11 @@ impl<T> PlainCell<T> {
 macro_rules! loom_const_fn {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
         $(#[$meta])*
-        #[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
+        #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
         $vis const fn $name($($arg: $ty),*) -> $ret $body
 
         $(#[$meta])*
-        #[cfg(any(admit_loom, all(test, admit_shuttle)))]
+        #[cfg(all(test, any(admit_loom, admit_shuttle)))]
         $vis fn $name($($arg: $ty),*) -> $ret $body
     };
 }

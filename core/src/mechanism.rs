@@ -1,14 +1,15 @@
 //! The mechanisms the wait queue relies on, named so that a loom model's negative
 //! control can switch one off and show the model then fails.
 //!
-//! In every build but `--cfg admit_loom` (and the shuttle unit tests), `on` is the
-//! constant `true` and the checks compile away. There, [`switch_off`] turns one
-//! mechanism off for the current thread (loom and shuttle run a model's threads on
-//! the test's thread) until the returned guard is dropped.
+//! In every build but the loom and shuttle unit tests (`cfg(test)` with
+//! `--cfg admit_loom` or `--cfg admit_shuttle`), `on` is the constant `true` and the
+//! checks compile away. There, `switch_off` turns one mechanism off for the current
+//! thread (loom and shuttle run a model's threads on the test's thread) until the
+//! returned guard is dropped.
 
 /// A mechanism the models check by switching it off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mechanism {
+pub(crate) enum Mechanism {
     /// A join sets `ARRIVED`, and the server's clearing of `QUEUED` fails while it
     /// is set: no parker is left behind a cleared `QUEUED`.
     Arrived,
@@ -56,7 +57,7 @@ pub enum Mechanism {
     DropWaitsForQueue,
 }
 
-#[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
+#[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
 impl Mechanism {
     /// Always on outside loom.
     #[inline(always)]
@@ -65,12 +66,10 @@ impl Mechanism {
     }
 }
 
-#[cfg(any(admit_loom, all(test, admit_shuttle)))]
-pub use switch::switch_off;
-#[cfg(admit_loom)]
-pub use switch::SwitchedOff;
+#[cfg(all(test, any(admit_loom, admit_shuttle)))]
+pub(crate) use switch::switch_off;
 
-#[cfg(any(admit_loom, all(test, admit_shuttle)))]
+#[cfg(all(test, any(admit_loom, admit_shuttle)))]
 mod switch {
     extern crate std;
 
@@ -91,7 +90,7 @@ mod switch {
     }
 
     /// Switches `mechanism` off on this thread until the guard is dropped.
-    pub fn switch_off(mechanism: Mechanism) -> SwitchedOff {
+    pub(crate) fn switch_off(mechanism: Mechanism) -> SwitchedOff {
         OFF.with(|off| off.set(Some(mechanism)));
         SwitchedOff(())
     }
@@ -99,7 +98,7 @@ mod switch {
     /// Turns the mechanism back on when dropped.
     #[derive(Debug)]
     #[must_use = "the mechanism is on again as soon as the guard is dropped"]
-    pub struct SwitchedOff(());
+    pub(crate) struct SwitchedOff(());
 
     impl Drop for SwitchedOff {
         fn drop(&mut self) {

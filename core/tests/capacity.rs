@@ -1,5 +1,7 @@
 //! `Capacity::from_memory_budget` (floor, rounding, overflow) and the cgroup memory
 //! limit reader on fixture directories.
+// Needs the `std` feature (the feature powerset builds every test target).
+#![cfg(feature = "std")]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

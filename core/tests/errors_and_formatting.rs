@@ -1,6 +1,8 @@
 //! What errors and diagnostics say: `GateError`'s classification, messages and
 //! `io::Error` kinds, `Retry-After` rounding, and the `Debug`/`Display` output of
 //! the public types (an operator reads these in logs).
+// Needs the `std` feature (the feature powerset builds every test target).
+#![cfg(feature = "std")]
 
 mod support;
 

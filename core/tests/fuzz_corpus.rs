@@ -1,6 +1,8 @@
 //! Replays the fuzz corpus and a bounded random sweep against the reference model
 //! (`tests/model/mod.rs`) on stable, so CI exercises the `semaphore_ops` fuzz
 //! target without nightly. Also holds named regression sequences.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 // Test code, never built without std: the `core`/`alloc` path lints do not apply.
 #![allow(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
 

@@ -1,5 +1,7 @@
 //! Gate configuration: every `ConfigError`, the defaults, and the memory-derived
 //! capacity floor.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 mod support;
 

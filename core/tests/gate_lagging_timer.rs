@@ -1,5 +1,7 @@
 //! A timer whose sleeps fire late (here: never) still cannot keep a caller past its
 //! deadline: any poll after the clock passed the deadline sheds.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 use std::future::{Future, Pending};
 use std::sync::atomic::{AtomicU64, Ordering};

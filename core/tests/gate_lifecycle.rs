@@ -3,6 +3,8 @@
 //! bounded queue (`max_waiters`, shed with its own reason), gate permits split,
 //! merged and forgotten (the observer told once per unit), the blocking acquire, and
 //! the memory-limit follower.
+// Needs the `std` feature (the feature powerset builds every test target).
+#![cfg(feature = "std")]
 
 mod support;
 

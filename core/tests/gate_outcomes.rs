@@ -1,5 +1,7 @@
 //! The gate's outcomes, each with its shed count, on a manual clock: no real
 //! sleeps, every poll explicit.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 mod support;
 

@@ -1,6 +1,8 @@
 //! The semaphore's lifecycle: live capacity (grow, shrink), drain, and the permit
 //! operations (split, merge, forget); and the blocking acquire for threads. Units
 //! in use never exceed the capacity in force, and nothing is lost.
+// Needs the `std` feature (the feature powerset builds every test target).
+#![cfg(feature = "std")]
 
 mod wakers;
 

@@ -2,6 +2,8 @@
 //! its node once and the grant, the re-poll and the wake-up nothing more; and no
 //! waker runs (nor is cloned) while a thread holds the serving role, so a waker may
 //! re-enter the semaphore.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 mod wakers;
 

@@ -1,6 +1,8 @@
 //! The `Retry-After` a shed carries: an exponentially weighted average of hold times
 //! (weight 1/8 for each new sample), scaled by `(capacity + waiters) / capacity` and
 //! clamped to the configured bounds.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 mod support;
 

@@ -1,5 +1,7 @@
 //! The semaphore's API contract: capacity bounds, zero-unit panics, oversize
 //! requests, close, owned permits, diagnostics.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 mod wakers;
 

@@ -30,6 +30,8 @@
 //! (a lost wake-up leaves a worker blocked forever) aborts the run with a
 //! diagnostic. Nothing is ordered by sleeping; threads are never paused on
 //! purpose.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 // Test code, never built without std: the `core`/`alloc` path lints do not apply.
 #![allow(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
 

@@ -1,5 +1,7 @@
 //! Property 4, no lost and no needless wake-ups: when units come back every waiter
 //! that can now be served is woken, once, and no other.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
 
 mod wakers;
 

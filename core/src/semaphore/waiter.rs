@@ -484,7 +484,7 @@ impl Drop for NodeSlot {
         // Under loom, stand in for the memory going away: a write to the
         // server's cell, which loom reports as a race if the queue could still
         // touch the node.
-        #[cfg(admit_loom)]
+        #[cfg(all(test, admit_loom))]
         // SAFETY: the queue let go of the node (the wait above), so its cells
         // are the owner's again.
         unsafe {

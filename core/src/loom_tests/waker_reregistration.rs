@@ -1,17 +1,14 @@
 //! A re-poll that swaps the waker racing the grant: whichever comes first, the
 //! future ends `Ready` or the waker it last registered is the one woken, once, and
 //! the one it replaced is not.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::task::Poll;
+use std::boxed::Box;
+use std::sync::Arc;
 
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, poll_once, without, CountingWaker};
+use super::support::{assert_idle, poll_once, without, CountingWaker};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::thread;
 
 fn repoll_racing_the_grant() {

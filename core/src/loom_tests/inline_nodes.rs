@@ -5,15 +5,12 @@
 //! while the server is still finishing with its node. Loom checks the drop never
 //! returns while the server can still touch the node (a cell access after the
 //! drop would race the next use of that memory), and that nothing hangs.
-#![cfg(all(admit_loom, not(feature = "alloc")))]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
 use core::task::Waker;
+use std::boxed::Box;
 
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, poll_once};
+use super::support::{assert_idle, poll_once};
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 
@@ -64,8 +61,8 @@ fn leak(semaphore: Semaphore) -> &'static Semaphore {
 /// frees memory the server still touches (a race loom reports).
 #[test]
 fn a_drop_that_does_not_wait_races_the_server() {
-    admit_loom_tests::without(
-        admit::mechanism::Mechanism::DropWaitsForQueue,
+    super::support::without(
+        crate::mechanism::Mechanism::DropWaitsForQueue,
         "Causality violation",
         || {
             let semaphore = leak(Semaphore::new(1));

@@ -1,6 +1,4 @@
-//! Loom models of `admit` live in `tests/`; this crate holds only the helpers they
-//! share. Build and run with `RUSTFLAGS="--cfg admit_loom"` (see `ci/loom.sh`);
-//! without that cfg every model compiles to nothing.
+//! What the loom models share.
 //!
 //! # Shape of a model
 //!
@@ -15,22 +13,21 @@
 //! # Negative controls
 //!
 //! Each mechanism the wait queue relies on has a name in
-//! [`admit::mechanism::Mechanism`]; a negative control runs a model with one
-//! switched off ([`admit::mechanism::switch_off`]) and expects loom to find the
-//! failure (`#[should_panic]`). A control that stops failing means its model no
-//! longer covers the mechanism.
-#![cfg(admit_loom)]
+//! [`crate::mechanism::Mechanism`]; a negative control runs a model with one
+//! switched off ([`crate::mechanism::switch_off`]) and expects loom to find the
+//! failure ([`without`]). A control that stops failing means its model no longer
+//! covers the mechanism.
 
-extern crate alloc;
-
-use alloc::sync::Arc;
-use alloc::task::Wake;
 use core::future::Future;
 use core::pin::Pin;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use core::task::{Context, Poll, Waker};
+use std::borrow::ToOwned;
+use std::string::String;
+use std::sync::Arc;
+use std::task::Wake;
 
-use admit::Semaphore;
+use crate::Semaphore;
 
 /// Polls `future` exactly once with `waker`, as an executor would, and returns the
 /// outcome without waiting.
@@ -153,7 +150,7 @@ pub const DEADLOCK: &str = "deadlock; threads = ";
 /// If the model passes with the mechanism off (it does not cover the mechanism),
 /// or fails some other way than `expected`.
 pub fn without(
-    mechanism: admit::mechanism::Mechanism,
+    mechanism: crate::mechanism::Mechanism,
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {
@@ -162,7 +159,7 @@ pub fn without(
 
 /// [`without`] for a model run by [`heavy`].
 pub fn without_heavy(
-    mechanism: admit::mechanism::Mechanism,
+    mechanism: crate::mechanism::Mechanism,
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {
@@ -183,10 +180,10 @@ pub fn heavy(model: impl Fn() + Sync + Send + 'static) {
     builder.check(model);
 }
 
-fn without_in(mechanism: admit::mechanism::Mechanism, expected: &str, run: impl FnOnce()) {
+fn without_in(mechanism: crate::mechanism::Mechanism, expected: &str, run: impl FnOnce()) {
     const CHILD: &str = "ADMIT_LOOM_NEGATIVE_CONTROL";
     if std::env::var_os(CHILD).is_some() {
-        let _off = admit::mechanism::switch_off(mechanism);
+        let _off = crate::mechanism::switch_off(mechanism);
         run();
         return;
     }
@@ -201,7 +198,7 @@ fn without_in(mechanism: admit::mechanism::Mechanism, expected: &str, run: impl 
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("the test binary runs");
-    let report = alloc::format!(
+    let report = std::format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)

@@ -1,18 +1,15 @@
 //! Close racing with a parked acquire and a release: the acquire ends `Ok` or
 //! `Err(Closed)` and never hangs (close itself wakes it when no release can),
 //! held permits still return their units, and later acquires fail at once.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::task::{Poll, Waker};
+use std::boxed::Box;
+use std::sync::Arc;
 
-use admit::mechanism::Mechanism;
-use admit::{AcquireError, Semaphore, TryAcquireError};
-use admit_loom_tests::{assert_idle, poll_once, without, DEADLOCK};
+use super::support::{assert_idle, poll_once, without, DEADLOCK};
+use crate::mechanism::Mechanism;
+use crate::{AcquireError, Semaphore, TryAcquireError};
 use loom::future::block_on;
 use loom::thread;
 

@@ -2,15 +2,12 @@
 //! its list and clearing `QUEUED`, or just after the units it was refused came
 //! back. Either way the parker is granted; nobody is left behind a cleared
 //! `QUEUED` or with its units free and nobody serving.
-#![cfg(admit_loom)]
 
-extern crate alloc;
+use std::sync::Arc;
 
-use alloc::sync::Arc;
-
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, without, DEADLOCK};
+use super::support::{assert_idle, without, DEADLOCK};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 
@@ -79,8 +76,8 @@ fn without_serving_on_units_back_the_waiter_is_stranded() {
 fn granted_before_its_join() {
     let semaphore = Arc::new(Semaphore::new(4));
     let held = semaphore.clone().try_acquire_owned(4).unwrap();
-    let mut first = alloc::boxed::Box::pin(semaphore.clone().acquire_owned(1));
-    let first_poll = admit_loom_tests::poll_once(first.as_mut(), core::task::Waker::noop());
+    let mut first = std::boxed::Box::pin(semaphore.clone().acquire_owned(1));
+    let first_poll = super::support::poll_once(first.as_mut(), core::task::Waker::noop());
     assert!(first_poll.is_pending());
     let second = {
         let semaphore = semaphore.clone();

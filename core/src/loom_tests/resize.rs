@@ -2,17 +2,14 @@
 //! nothing is granted beyond the new capacity — not by a fast path that meets a
 //! returned unit first, not by a server that meets one mid-pass — and a grow
 //! serves the parked head.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::task::Waker;
+use std::boxed::Box;
+use std::sync::Arc;
 
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, poll_once, without};
+use super::support::{assert_idle, poll_once, without};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;

@@ -5,17 +5,14 @@
 //! releaser's `fetch_add` (store buffering): the waiter stayed parked with both
 //! units free. Loom found that in the first design; the negative control below
 //! keeps finding it.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::task::Waker;
+use std::boxed::Box;
+use std::sync::Arc;
 
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, heavy, poll_once, without_heavy, DEADLOCK};
+use super::support::{assert_idle, heavy, poll_once, without_heavy, DEADLOCK};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 

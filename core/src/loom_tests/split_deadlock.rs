@@ -1,19 +1,17 @@
 //! Negative control: the all-or-nothing work of `all_or_nothing.rs` split into two
 //! one-unit acquires deadlocks, and loom finds the interleaving that does it.
-#![cfg(admit_loom)]
 
-extern crate alloc;
 extern crate std;
 
-use alloc::boxed::Box;
-use alloc::sync::Arc;
-use alloc::task::Wake;
 use core::future::Future;
 use core::task::{Context, Poll, Waker};
+use std::boxed::Box;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::task::Wake;
 
-use admit::Semaphore;
-use admit_loom_tests::assert_idle;
+use super::support::assert_idle;
+use crate::Semaphore;
 use loom::thread;
 
 /// Takes the two units one at a time, holding the first while waiting for the

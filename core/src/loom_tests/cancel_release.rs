@@ -1,17 +1,14 @@
 //! Cancel safety: dropping an acquire future at any point — before its first poll,
 //! while parked (at the head), after a grant it was not polled again to see — racing
 //! with a release loses no unit and strands no waiter behind it.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::task::Waker;
+use std::boxed::Box;
+use std::sync::Arc;
 
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, poll_once, without, CountingWaker, DEADLOCK};
+use super::support::{assert_idle, poll_once, without, CountingWaker, DEADLOCK};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 

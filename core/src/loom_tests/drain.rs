@@ -1,14 +1,11 @@
 //! Drain against the last releases: the drain waiter completes once every unit is
 //! back, whichever release is last and whenever the drain parks.
-#![cfg(admit_loom)]
 
-extern crate alloc;
+use std::sync::Arc;
 
-use alloc::sync::Arc;
-
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{without, DEADLOCK};
+use super::support::{without, DEADLOCK};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 

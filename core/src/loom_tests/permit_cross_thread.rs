@@ -1,14 +1,11 @@
 //! An owned permit moved to another thread and dropped there returns its units,
 //! wakes the waiter parked on the first thread, and hands over what was written
 //! under it.
-#![cfg(admit_loom)]
 
-extern crate alloc;
+use std::sync::Arc;
 
-use alloc::sync::Arc;
-
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, Guarded};
+use super::support::{assert_idle, Guarded};
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 

@@ -1,18 +1,15 @@
 //! FIFO hand-off: a release grants the parked head before anyone who arrived after
 //! it, even when the later, smaller request would fit first, and neither a
 //! `try_acquire` nor a new `acquire` can barge past a parked waiter.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::future::{poll_fn, Future};
 use core::task::{Poll, Waker};
+use std::boxed::Box;
+use std::sync::Arc;
+use std::vec::Vec;
 
-use admit::{Semaphore, TryAcquireError};
-use admit_loom_tests::{assert_idle, poll_once};
+use super::support::{assert_idle, poll_once};
+use crate::{Semaphore, TryAcquireError};
 use loom::future::block_on;
 use loom::thread;
 

@@ -1,14 +1,11 @@
 //! All-or-nothing: two tasks that each need both units of a capacity-2 semaphore
 //! both complete in every interleaving, and the second holder is ordered after the
 //! first (it sees what the first wrote under its permit).
-#![cfg(admit_loom)]
 
-extern crate alloc;
+use std::sync::Arc;
 
-use alloc::sync::Arc;
-
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, Guarded};
+use super::support::{assert_idle, Guarded};
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 

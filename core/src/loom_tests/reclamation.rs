@@ -3,17 +3,14 @@
 //! pass or in two, or be granted before the cancel. Loom checks that every node (a
 //! `loom::sync::Arc`) is freed exactly once: a leak fails the model, and so does a
 //! second free.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::task::Waker;
+use std::boxed::Box;
+use std::sync::Arc;
 
-use admit::mechanism::Mechanism;
-use admit::Semaphore;
-use admit_loom_tests::{assert_idle, poll_once, without};
+use super::support::{assert_idle, poll_once, without};
+use crate::mechanism::Mechanism;
+use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 

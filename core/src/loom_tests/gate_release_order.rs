@@ -3,20 +3,17 @@
 //! interleaving, because the gate calls `on_admit` after the grant and `on_release`
 //! before the units return. A negative control does the release in the reverse
 //! order (units back first, gauge decremented after) and loom catches the overshoot.
-#![cfg(admit_loom)]
 
-extern crate alloc;
-
-use alloc::sync::Arc;
 use core::future::Pending;
 use core::time::Duration;
+use std::sync::Arc;
 
-use admit::{Gate, Observer, Semaphore, Timer};
+use crate::{Gate, Observer, Semaphore, Timer};
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
-admit::sources! {
+crate::sources! {
     /// The model's call sites.
     enum Src { A => "a", B => "b" }
 }
