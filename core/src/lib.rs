@@ -39,7 +39,7 @@
     clippy::std_instead_of_alloc,
     clippy::alloc_instead_of_core
 )]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -78,11 +78,43 @@ fn assert_send_sync() {
     check::<Semaphore>();
     check::<Permit<'_>>();
     check::<Acquire<'_>>();
+    check::<Drain<'_>>();
     check::<AcquireError>();
     check::<TryAcquireError>();
+    check::<ExceedsCapacity>();
+    check::<GateError>();
+    check::<ConfigError>();
+    check::<ShedReason>();
+    check::<Capacity>();
+    #[cfg(feature = "std")]
+    check::<AcquireTimeoutError>();
     #[cfg(feature = "alloc")]
     {
+        gate::<Src>();
+    }
+    #[cfg(feature = "alloc")]
+    fn gate<S: Source>() {
+        struct T;
+        impl Timer for T {
+            type Sleep = core::future::Pending<()>;
+            fn now(&self) -> core::time::Duration {
+                core::time::Duration::ZERO
+            }
+            fn sleep_until(&self, _: core::time::Duration) -> Self::Sleep {
+                core::future::pending()
+            }
+        }
         check::<OwnedPermit>();
         check::<AcquireOwned>();
+        check::<Gate<S, T, ()>>();
+        check::<GateBuilder<S, T, ()>>();
+        check::<GateAcquire<'_, S, T, ()>>();
+        check::<GateDrain<'_, S, T, ()>>();
+        check::<GatePermit<S>>();
+        check::<DrainTimeout<S>>();
+    }
+    #[cfg(feature = "alloc")]
+    sources! {
+        enum Src { Only => "only" }
     }
 }

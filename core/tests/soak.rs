@@ -334,6 +334,7 @@ fn worker(r: &Round<'_>, seed: u64, close_at: Option<u64>, tx: mpsc::Sender<Msg>
                         assert!(units > r.capacity);
                         Totals::add(&r.totals.refused_oversize, 1);
                     }
+                    Err(e) => panic!("unexpected {e:?}"),
                 }
             }
             50..=79 if held.len() < 4 => {
@@ -447,6 +448,7 @@ fn refused(r: &Round<'_>, units: usize, e: AcquireError) {
             assert!(units > r.capacity && e.requested == units && e.capacity == r.capacity);
             Totals::add(&r.totals.refused_oversize, 1);
         }
+        e => panic!("unexpected {e:?}"),
     }
 }
 

@@ -245,7 +245,7 @@ impl Server {
                 GateError::ExceedsCapacity(_) => {
                     stats.exceeds_capacity.fetch_add(1, Ordering::Relaxed)
                 }
-                GateError::Busy { .. } | GateError::Cancelled => 0,
+                _ => 0,
             };
             admit_tower::default_response(error).unwrap_or_default()
         });

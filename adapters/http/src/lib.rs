@@ -50,10 +50,10 @@ pub fn response_parts(error: &GateError) -> Option<(StatusCode, Option<HeaderVal
 #[must_use]
 pub fn status(error: &GateError) -> Option<StatusCode> {
     match error {
-        GateError::Busy { .. } | GateError::ExceedsCapacity(_) | GateError::Closed => {
-            Some(StatusCode::SERVICE_UNAVAILABLE)
-        }
         GateError::Cancelled => None,
+        // Busy, ExceedsCapacity, Closed, and any refusal a later version adds: the
+        // server cannot serve the request now.
+        _ => Some(StatusCode::SERVICE_UNAVAILABLE),
     }
 }
 

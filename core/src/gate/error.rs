@@ -8,6 +8,7 @@ use crate::ExceedsCapacity;
 
 /// Why a gate acquire returned no permit. Only [`GateError::Busy`] counts as a shed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GateError {
     /// The wait budget (or the call's ceiling) expired while the caller was still
     /// waiting. The caller should be told to retry after `retry_after` (HTTP 503 with
@@ -85,6 +86,7 @@ impl From<GateError> for std::io::Error {
 
 /// A gate configuration that cannot work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Capacity 0: nothing could ever be admitted.
     ZeroCapacity,

@@ -4,6 +4,7 @@ use core::fmt;
 
 /// Why [`Semaphore::try_acquire`](crate::Semaphore::try_acquire) returned no permit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TryAcquireError {
     /// Not enough units are free right now, or a waiter is parked ahead of this
     /// caller (no barging), or units are being retired after a shrink. Retrying
@@ -18,6 +19,7 @@ pub enum TryAcquireError {
 
 /// Why [`Semaphore::acquire`](crate::Semaphore::acquire) returned no permit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AcquireError {
     /// The request is larger than the capacity in force: on the first poll,
     /// without parking; or to a parked request when the capacity is lowered below
@@ -70,6 +72,7 @@ impl fmt::Display for AcquireError {
 /// returned no permit.
 #[cfg(feature = "std")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AcquireTimeoutError {
     /// The deadline passed before the units were granted; the request left the
     /// queue.
