@@ -19,7 +19,7 @@ pub(crate) mod sync {
     pub(crate) use alloc::sync::Arc;
     #[cfg(not(feature = "alloc"))]
     pub(crate) use core::hint::spin_loop;
-    pub(crate) use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
     pub(crate) use super::PlainCell as UnsafeCell;
 }
@@ -29,7 +29,7 @@ pub(crate) mod sync {
     pub(crate) use loom::cell::UnsafeCell;
     #[cfg(not(feature = "alloc"))]
     pub(crate) use loom::hint::spin_loop;
-    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
     #[cfg(feature = "alloc")]
     pub(crate) use loom::sync::Arc;
 }
@@ -40,7 +40,7 @@ pub(crate) mod sync {
     pub(crate) use alloc::sync::Arc;
     #[cfg(not(feature = "alloc"))]
     pub(crate) use shuttle::hint::spin_loop;
-    pub(crate) use shuttle::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
     // Shuttle schedules at atomic operations and has no cell of its own.
     pub(crate) use super::PlainCell as UnsafeCell;

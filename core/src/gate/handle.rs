@@ -274,11 +274,15 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.semaphore.capacity()
     }
 
-    /// Units held right now (by permits, or granted to a waiter about to wake). A
-    /// snapshot for diagnostics.
+    /// Units held right now by permits. A snapshot for diagnostics: after a shrink
+    /// below the units in use it reads above the capacity until they come back.
     #[must_use]
     pub fn in_use(&self) -> usize {
-        self.capacity() - self.inner.semaphore.available()
+        self.inner
+            .held
+            .iter()
+            .map(|held| held.load(Ordering::Acquire))
+            .sum()
     }
 
     /// Requests parked right now. A snapshot for diagnostics.

@@ -248,7 +248,10 @@ impl Semaphore {
     /// Takes `units` held by a permit out of the semaphore for good: its capacity
     /// shrinks by them.
     pub(crate) fn forget(&self, units: usize) {
-        self.state.forget_capacity(units);
+        // The capacity shrinks by the units, as far as it goes; units held above it
+        // (after a shrink) were owed to the retirement, and settle it instead.
+        let cut = self.state.forget_capacity(units);
+        self.queue.post_forget(units - cut);
         // Parked requests may no longer fit, and a drain may now be complete.
         self.queue.serve(&self.state);
     }

@@ -37,7 +37,7 @@ use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
 use super::waiter::{release_queue_ref, status, Links, Place, StackLink, Waiter};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use crate::mechanism::Mechanism;
 
 /// `role` bit: a thread is serving.
@@ -72,6 +72,12 @@ struct Role {
     word: AtomicUsize,
     /// Units a shrink posted for retirement, not yet taken by the server.
     retire_posted: AtomicUsize,
+    /// Units of forgotten permits that were owed to a retirement (held above the
+    /// capacity in force): they settle that much of the debt.
+    settle_posted: AtomicUsize,
+    /// The capacity was lowered since the server last swept the list for requests
+    /// that no longer fit.
+    lowered: AtomicBool,
     /// # Safety
     /// The role holder's only.
     server: UnsafeCell<Server>,
@@ -81,11 +87,12 @@ struct Role {
 pub(crate) struct Server {
     list: List,
     /// Units to retire before any grant: posted by shrinks, paid by taking free
-    /// units (now, or as releases bring them back).
+    /// units (now, or as releases bring them back), or settled by forgotten
+    /// permits.
     debt: usize,
-    /// The capacity at the last pass: a lower one now means the list is swept for
-    /// requests that no longer fit.
-    seen_capacity: usize,
+    /// A sweep for requests that no longer fit is due (it stopped at a full wake
+    /// batch, or the capacity was lowered).
+    sweep: bool,
 }
 
 // SAFETY: the list and the nodes' cells are touched only as the module invariants
@@ -103,10 +110,12 @@ impl WaitQueue {
                 role: CachePadded::new(Role {
                     word: AtomicUsize::new(0),
                     retire_posted: AtomicUsize::new(0),
+                    settle_posted: AtomicUsize::new(0),
+                    lowered: AtomicBool::new(false),
                     server: UnsafeCell::new(Server {
                         list: List::new(),
                         debt: 0,
-                        seen_capacity: usize::MAX,
+                        sweep: false,
                     }),
                 }),
                 waiters: CachePadded::new(AtomicUsize::new(0)),
@@ -152,6 +161,17 @@ impl WaitQueue {
     /// `RETIRING` and asks for service.
     pub(crate) fn post_retirement(&self, units: usize) {
         self.role.retire_posted.fetch_add(units, Ordering::AcqRel);
+        self.role.lowered.store(true, Ordering::Release);
+    }
+
+    /// A forget that lowered the capacity posts it (so the server sweeps), with
+    /// the units it forgot beyond the capacity: those were owed to a retirement,
+    /// and settle it. The caller then asks for service.
+    pub(crate) fn post_forget(&self, owed: usize) {
+        if owed != 0 {
+            self.role.settle_posted.fetch_add(owed, Ordering::AcqRel);
+        }
+        self.role.lowered.store(true, Ordering::Release);
     }
 
     /// Serves the queue now, or leaves it to the thread that is serving. Never
@@ -216,16 +236,17 @@ impl WaitQueue {
             let server = &mut *server;
             loop {
                 self.absorb(state, &mut server.list);
-                server.debt += self.role.retire_posted.swap(0, Ordering::AcqRel);
-                server.debt -= state.retire(server.debt);
-                let capacity = state.capacity();
-                if capacity < server.seen_capacity
-                    && !self.sweep_oversize(capacity, &mut server.list, wakers)
-                {
-                    // The wake batch filled: wake it, and sweep on in the next pass.
-                    return true;
+                self.settle(state, server);
+                if self.role.lowered.swap(false, Ordering::AcqRel) {
+                    server.sweep = true;
                 }
-                server.seen_capacity = capacity;
+                if server.sweep {
+                    if !self.sweep_oversize(state.capacity(), &mut server.list, wakers) {
+                        // The wake batch filled: wake it, and sweep on next pass.
+                        return true;
+                    }
+                    server.sweep = false;
+                }
                 let stop = if state.load() & CLOSED != 0 {
                     self.close_list(state, server, wakers)
                 } else if server.debt > 0 && Mechanism::DebtBeforeGrants.on() {
@@ -395,6 +416,22 @@ impl WaitQueue {
         } else {
             Stop::Empty
         }
+    }
+
+    /// Takes what shrinks and forgets posted into the debt and pays it from the
+    /// free units. Units settled by a forget after this server (or an earlier one)
+    /// already retired some for them come back: the debt never goes below zero.
+    fn settle(&self, state: &State, server: &mut Server) {
+        server.debt += self.role.retire_posted.swap(0, Ordering::AcqRel);
+        let settled = self.role.settle_posted.swap(0, Ordering::AcqRel);
+        if settled > server.debt {
+            // Retired for a debt a forget has since covered: give them back.
+            state.give_back(settled - server.debt);
+            server.debt = 0;
+        } else {
+            server.debt -= settled;
+        }
+        server.debt -= state.retire(server.debt);
     }
 
     /// After the capacity was lowered: every listed request for more than it

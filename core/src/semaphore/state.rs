@@ -126,9 +126,16 @@ impl State {
         assert!(raised.is_ok(), "capacity exceeds Semaphore::MAX_UNITS");
     }
 
-    /// Lowers the capacity by `units` (a forgotten permit's); returns the new one.
+    /// Lowers the capacity by `units` (a forgotten permit's), or to zero if that is
+    /// less; returns by how much it went down.
     pub(crate) fn forget_capacity(&self, units: usize) -> usize {
-        self.capacity.fetch_sub(units, Ordering::AcqRel) - units
+        let before = self
+            .capacity
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(units))
+            })
+            .unwrap_or_else(|c| c);
+        before.min(units)
     }
 
     /// The fast path: takes `units` if nobody is queued, the semaphore is open and
