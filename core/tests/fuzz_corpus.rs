@@ -92,6 +92,7 @@ fn gate_random_sweep() {
         }
     }
     assert_gate_reaches_everything(&total, "gate sweep");
+    assert_gate_reaches_lifecycle(&total, "gate sweep");
 }
 
 /// `count` inputs of 16 to 256 bytes from a seeded xorshift.
@@ -252,6 +253,63 @@ fn gate_weighted_sweep() {
         cfg!(miri) || total.admits_at_deadline > 0 && total.cancels_after_grant > 0,
         "{total:?}"
     );
+}
+
+/// The gate's weighted sweep with resizes, splits, merges and forgets among the
+/// queues, deadlines and signals.
+#[test]
+fn gate_weighted_lifecycle_sweep() {
+    let mut rng = XorShift(0xbb67_ae85_84ca_a73b);
+    let mut total = GateStats::default();
+    for _ in 0..scaled(600) {
+        let (capacity, budget) = (rng.next() as u8, rng.next() as u8);
+        let len = 20 + (rng.next() % 300) as usize;
+        let ops: Vec<GateOp> = (0..len)
+            .map(|_| {
+                let (pick, a, b) = (rng.next() % 1000, rng.next() as u8, rng.next() as u8);
+                match pick {
+                    0..=229 => GateOp::Acquire {
+                        units: a,
+                        site: b,
+                        ceiling: (b % 4 == 0).then_some(a),
+                    },
+                    230..=429 => GateOp::Poll(a),
+                    430..=509 => GateOp::RunWoken,
+                    510..=609 => GateOp::Release {
+                        permit: a,
+                        explicit: b % 2 == 0,
+                    },
+                    610..=659 => GateOp::TryAcquire { units: a, site: b },
+                    660..=699 => GateOp::Drop(a),
+                    700..=739 => GateOp::Fire(a),
+                    740..=809 => GateOp::Advance(a),
+                    810..=879 => GateOp::Resize(a),
+                    880..=929 => GateOp::Split {
+                        permit: a,
+                        units: b,
+                    },
+                    930..=959 => GateOp::Merge { a, b },
+                    960..=994 => GateOp::Forget(a),
+                    _ => GateOp::Close,
+                }
+            })
+            .collect();
+        let case = GateCase {
+            capacity,
+            budget,
+            ops,
+        };
+        let outcome = std::panic::catch_unwind(|| replay_gate(&case));
+        match outcome {
+            Ok(stats) => add_gate(&mut total, &stats),
+            Err(panic) => {
+                eprintln!("gate lifecycle case {case:?} failed");
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    assert_gate_reaches_everything(&total, "gate lifecycle sweep");
+    assert_gate_reaches_lifecycle(&total, "gate lifecycle sweep");
 }
 
 /// Go's `x/sync/semaphore` bug: a cancelled waiter at the head must not strand the
@@ -737,6 +795,16 @@ fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.oversize += s.oversize;
     total.deadline_wakes += s.deadline_wakes;
     total.dropped_parked_or_granted += s.dropped_parked_or_granted;
+    total.grows += s.grows;
+    total.shrinks += s.shrinks;
+    total.resize_refusals += s.resize_refusals;
+    total.retired_units += s.retired_units;
+    total.exceeds_after_shrink += s.exceeds_after_shrink;
+    total.splits += s.splits;
+    total.merges += s.merges;
+    total.merges_across_sources += s.merges_across_sources;
+    total.forgets += s.forgets;
+    total.skipped_known_bugs += s.skipped_known_bugs;
 }
 
 fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
@@ -760,6 +828,29 @@ fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");
     }
     eprintln!("{what}: {t:?}");
+}
+
+/// The gate's lifecycle operations were reached: resizes both ways (and a
+/// refused one), units retired, parked acquires failed by a shrink, splits,
+/// merges (across sources too) and forgets.
+fn assert_gate_reaches_lifecycle(t: &GateStats, what: &str) {
+    if cfg!(miri) {
+        return;
+    }
+    let reached = [
+        ("grows", t.grows),
+        ("shrinks", t.shrinks),
+        ("refused resizes", t.resize_refusals),
+        ("retired units", t.retired_units),
+        ("exceeds after a shrink", t.exceeds_after_shrink),
+        ("splits", t.splits),
+        ("merges", t.merges),
+        ("merges across sources", t.merges_across_sources),
+        ("forgets", t.forgets),
+    ];
+    for (name, n) in reached {
+        assert!(n > 0, "the {what} never reached {name}: {t:?}");
+    }
 }
 
 /// xorshift64: a tiny deterministic generator for the sweep.

@@ -73,6 +73,10 @@
 //!   of oversize parked waiters is skipped. The model keeps a lower bound of that
 //!   record ([`Harness::sure_seen`]) and skips the operation only when a parked
 //!   waiter would be left unswept.
+//!
+//! The gate model ([`gate`]) skips the same two operations, and its `in_use()`
+//! check while units are owed: `Gate::in_use` computes `capacity - available`,
+//! short of the units held by the debt.
 
 // Shared by the corpus test and the fuzz targets; each uses a part.
 #![allow(dead_code)]
