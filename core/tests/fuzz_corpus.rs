@@ -11,7 +11,7 @@ mod model;
 use std::path::Path;
 
 use model::gate::{replay_gate, replay_gate_bytes, GateCase, GateOp, GateStats};
-use model::{replay, replay_bytes, Op, Stats};
+use model::{replay, replay_bytes, Case, Op, Stats};
 
 /// Every file of `fuzz/corpus/semaphore_ops/` replays without a disagreement.
 #[test]
@@ -24,6 +24,7 @@ fn corpus_replays() {
         }
     }
     assert_reaches_everything(&total, "corpus");
+    assert_reaches_lifecycle(&total, "corpus");
 }
 
 /// Every file of `fuzz/corpus/gate_ops/` replays without a disagreement.
@@ -74,6 +75,7 @@ fn random_sweep() {
         }
     }
     assert_reaches_everything(&total, "sweep");
+    assert_reaches_lifecycle(&total, "sweep");
 }
 
 /// The same sweep for the gate.
@@ -92,6 +94,7 @@ fn gate_random_sweep() {
         }
     }
     assert_gate_reaches_everything(&total, "gate sweep");
+    assert_gate_reaches_lifecycle(&total, "gate sweep");
 }
 
 /// `count` inputs of 16 to 256 bytes from a seeded xorshift.
@@ -146,6 +149,62 @@ fn weighted_op_sweep() {
     );
 }
 
+/// A seeded sweep weighted towards the lifecycle operations: resizes (grows,
+/// shrinks below the units in use, to 0), splits, merges, forgets and drains,
+/// among queues deep enough for a shrink to fail waiters behind the head.
+#[test]
+fn weighted_lifecycle_sweep() {
+    let mut rng = XorShift(0x6a09_e667_f3bc_c909);
+    let mut total = Stats::default();
+    for case in 0..scaled(1_000) {
+        let capacity = rng.next() as u8;
+        let len = 20 + (rng.next() % 400) as usize;
+        let ops: Vec<Op> = (0..len)
+            .map(|_| {
+                let (pick, a, b) = (rng.next() % 1000, rng.next() as u8, rng.next() as u8);
+                match pick {
+                    0..=219 => Op::Acquire {
+                        units: a,
+                        owned: b % 2 == 0,
+                    },
+                    220..=419 => Op::Poll(a),
+                    420..=469 => Op::RunWoken,
+                    470..=569 => Op::Release {
+                        permit: a,
+                        explicit: b % 2 == 0,
+                    },
+                    570..=639 => Op::TryAcquire {
+                        units: a,
+                        owned: b % 2 == 0,
+                    },
+                    640..=689 => Op::Drop(a),
+                    690..=709 => Op::PollNewWaker(a),
+                    710..=799 => Op::SetCapacity(a),
+                    800..=839 => Op::AddUnits(a),
+                    840..=899 => Op::Split {
+                        permit: a,
+                        units: b,
+                    },
+                    900..=939 => Op::Merge { a, b },
+                    940..=979 => Op::Forget(a),
+                    980..=992 => Op::Close,
+                    _ => Op::Drain,
+                }
+            })
+            .collect();
+        let outcome = std::panic::catch_unwind(|| replay(capacity, &ops));
+        match outcome {
+            Ok(stats) => add(&mut total, &stats),
+            Err(panic) => {
+                eprintln!("lifecycle case {case} failed: capacity {capacity}, {ops:?}");
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    assert_reaches_everything(&total, "lifecycle sweep");
+    assert_reaches_lifecycle(&total, "lifecycle sweep");
+}
+
 /// The weighted sweep for the gate: queues, deadlines and signals, rare closes.
 #[test]
 fn gate_weighted_sweep() {
@@ -196,6 +255,63 @@ fn gate_weighted_sweep() {
         cfg!(miri) || total.admits_at_deadline > 0 && total.cancels_after_grant > 0,
         "{total:?}"
     );
+}
+
+/// The gate's weighted sweep with resizes, splits, merges and forgets among the
+/// queues, deadlines and signals.
+#[test]
+fn gate_weighted_lifecycle_sweep() {
+    let mut rng = XorShift(0xbb67_ae85_84ca_a73b);
+    let mut total = GateStats::default();
+    for _ in 0..scaled(600) {
+        let (capacity, budget) = (rng.next() as u8, rng.next() as u8);
+        let len = 20 + (rng.next() % 300) as usize;
+        let ops: Vec<GateOp> = (0..len)
+            .map(|_| {
+                let (pick, a, b) = (rng.next() % 1000, rng.next() as u8, rng.next() as u8);
+                match pick {
+                    0..=229 => GateOp::Acquire {
+                        units: a,
+                        site: b,
+                        ceiling: (b % 4 == 0).then_some(a),
+                    },
+                    230..=429 => GateOp::Poll(a),
+                    430..=509 => GateOp::RunWoken,
+                    510..=609 => GateOp::Release {
+                        permit: a,
+                        explicit: b % 2 == 0,
+                    },
+                    610..=659 => GateOp::TryAcquire { units: a, site: b },
+                    660..=699 => GateOp::Drop(a),
+                    700..=739 => GateOp::Fire(a),
+                    740..=809 => GateOp::Advance(a),
+                    810..=879 => GateOp::Resize(a),
+                    880..=929 => GateOp::Split {
+                        permit: a,
+                        units: b,
+                    },
+                    930..=959 => GateOp::Merge { a, b },
+                    960..=994 => GateOp::Forget(a),
+                    _ => GateOp::Close,
+                }
+            })
+            .collect();
+        let case = GateCase {
+            capacity,
+            budget,
+            ops,
+        };
+        let outcome = std::panic::catch_unwind(|| replay_gate(&case));
+        match outcome {
+            Ok(stats) => add_gate(&mut total, &stats),
+            Err(panic) => {
+                eprintln!("gate lifecycle case {case:?} failed");
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    assert_gate_reaches_everything(&total, "gate lifecycle sweep");
+    assert_gate_reaches_lifecycle(&total, "gate lifecycle sweep");
 }
 
 /// Go's `x/sync/semaphore` bug: a cancelled waiter at the head must not strand the
@@ -350,6 +466,219 @@ fn repoll_with_new_waker_moves_the_wake() {
     assert_eq!(stats.queued_grants, 1);
 }
 
+/// The hand-written seeds of `fuzz/corpus/semaphore_ops/seed-*`: one case each,
+/// named, so the file's bytes can be checked against what they mean.
+fn seeds() -> Vec<(&'static str, Case)> {
+    use Op::*;
+    vec![
+        (
+            // Capacity 4. A shrink below the units in use retires the free unit at
+            // once and the rest as they return, granting nothing meanwhile; a split
+            // and a refused split; a drain that waits for the last unit.
+            "shrink-below-use",
+            Case {
+                capacity: 4,
+                ops: vec![
+                    TryAcquire {
+                        units: 2,
+                        owned: false,
+                    }, // 3 units held, 1 free
+                    Acquire {
+                        units: 1,
+                        owned: true,
+                    }, // 2 units: parks
+                    Poll(0),
+                    Acquire {
+                        units: 0,
+                        owned: false,
+                    }, // 1 unit: parks behind it
+                    Poll(1),
+                    SetCapacity(1), // 4 -> 2: the free unit retires, 1 more owed
+                    TryAcquire {
+                        units: 0,
+                        owned: false,
+                    }, // refused: a unit is owed
+                    Split {
+                        permit: 0,
+                        units: 0,
+                    }, // 3 -> 2 + 1
+                    Split {
+                        permit: 0,
+                        units: 1,
+                    }, // 2 units of a 2-unit permit: None
+                    Release {
+                        permit: 1,
+                        explicit: true,
+                    }, // the 1 returned pays the debt: nobody granted
+                    Release {
+                        permit: 0,
+                        explicit: false,
+                    }, // 2 back: the head (2) is granted, not the 1 behind
+                    RunWoken,
+                    Drain,   // closes: the 1-unit waiter is woken with Closed
+                    Poll(1), // the drain: 2 units out, parks
+                    RunWoken,
+                    Release {
+                        permit: 0,
+                        explicit: false,
+                    }, // the last units back: the drain is granted
+                    RunWoken,
+                ],
+            },
+        ),
+        (
+            // Capacity 40. A shrink to 20 with everything held fails the 30-unit
+            // waiter behind the head at once; the release pays 20 to the
+            // retirement and grants the 10 and the 5; a grow; a close.
+            "shrink-fails-behind-head",
+            Case {
+                capacity: 9,
+                ops: vec![
+                    TryAcquire {
+                        units: 39,
+                        owned: false,
+                    }, // all 40
+                    Acquire {
+                        units: 9,
+                        owned: false,
+                    }, // 10
+                    Poll(0),
+                    Acquire {
+                        units: 29,
+                        owned: true,
+                    }, // 30
+                    Poll(1),
+                    Acquire {
+                        units: 4,
+                        owned: false,
+                    }, // 5
+                    Poll(2),
+                    SetCapacity(148), // 40 -> 20
+                    RunWoken,
+                    Release {
+                        permit: 0,
+                        explicit: false,
+                    },
+                    RunWoken,
+                    SetCapacity(158), // 20 -> 30
+                    Close,
+                ],
+            },
+        ),
+        (
+            // Capacity 2. Grows let parked waiters in, in FIFO order; owned permits
+            // merge; forgets lower the capacity, the second one below a parked
+            // request, which fails; a drain of an idle semaphore is ready at once.
+            "grow-merge-forget",
+            Case {
+                capacity: 2,
+                ops: vec![
+                    TryAcquire {
+                        units: 1,
+                        owned: false,
+                    }, // both units
+                    Acquire {
+                        units: 1,
+                        owned: true,
+                    }, // 2: parks
+                    Poll(0),
+                    Acquire {
+                        units: 0,
+                        owned: true,
+                    }, // 1: parks behind
+                    Poll(1),
+                    AddUnits(1),    // capacity 3, 1 free: the head needs 2
+                    SetCapacity(4), // 3 -> 4: the head is granted
+                    AddUnits(1),    // capacity 5: the 1-unit waiter is granted
+                    RunWoken,
+                    Merge { a: 1, b: 0 }, // the two owned permits: 2 + 1
+                    Forget(0),            // the borrowed 2: capacity 3
+                    Acquire {
+                        units: 223,
+                        owned: false,
+                    }, // 2: parks (nothing free)
+                    Poll(0),
+                    Forget(0), // the owned 3: capacity 0, the 2-unit waiter fails
+                    RunWoken,
+                    Drain,
+                    Poll(0), // every unit is back: ready at once
+                ],
+            },
+        ),
+    ]
+}
+
+/// Each seed file is exactly its named case's encoding, and decodes back to it.
+/// `ADMIT_WRITE_SEEDS=1` (re)writes the files.
+#[test]
+#[cfg_attr(miri, ignore = "reads files, which miri's isolation forbids")]
+fn seed_files_are_the_named_cases() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/semaphore_ops");
+    for (name, case) in seeds() {
+        let bytes = case.encode();
+        assert_eq!(Case::decode(&bytes).as_ref(), Some(&case), "{name}");
+        let path = dir.join(format!("seed-{name}"));
+        if std::env::var_os("ADMIT_WRITE_SEEDS").is_some() {
+            std::fs::write(&path, &bytes).expect("writing a seed");
+        }
+        let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            file,
+            bytes,
+            "{} is not the encoding of its case",
+            path.display()
+        );
+    }
+}
+
+fn seed(name: &str) -> Stats {
+    let (_, case) = seeds()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .expect("a seed of that name");
+    model::replay_case(&case)
+}
+
+/// A shrink below the units in use: nothing is granted until the debt is paid.
+#[test]
+fn shrink_below_use_retires_returning_units_before_granting() {
+    let stats = seed("shrink-below-use");
+    assert_eq!(stats.shrinks_with_debt, 1);
+    assert_eq!(stats.retired_units, 2);
+    assert_eq!(stats.retired_later, 1);
+    assert_eq!(stats.refused_for_debt, 1);
+    assert_eq!((stats.splits, stats.split_refusals), (1, 1));
+    assert_eq!(stats.queued_grants, 1);
+    assert_eq!(stats.closed_wakes, 1);
+    assert_eq!(stats.drains_waited, 1);
+}
+
+/// A shrink fails a parked request above the new capacity wherever it waits, and
+/// the waiters around it are granted once the debt is paid.
+#[test]
+fn shrink_fails_oversize_waiters_behind_the_head() {
+    let stats = seed("shrink-fails-behind-head");
+    assert_eq!(stats.exceeds_after_shrink, 1);
+    assert_eq!(stats.exceeds_behind_head, 1);
+    assert_eq!(stats.retired_units, 20);
+    assert_eq!(stats.queued_grants, 2);
+    assert_eq!((stats.shrinks, stats.grows), (1, 1));
+}
+
+/// Grows serve the queue in FIFO order; a forget below a parked request fails it.
+#[test]
+fn grows_serve_in_order_and_forgets_fail_what_no_longer_fits() {
+    let stats = seed("grow-merge-forget");
+    assert_eq!(stats.grows, 3);
+    assert_eq!(stats.grants_by_grow, 2);
+    assert_eq!(stats.merges, 1);
+    assert_eq!(stats.forgets, 2);
+    assert_eq!(stats.exceeds_after_shrink, 1);
+    assert_eq!(stats.forget_wakes, 1);
+    assert_eq!(stats.drains_at_once, 1);
+    assert_eq!(stats.skipped_known_bugs, 0);
+}
+
 fn add(total: &mut Stats, s: &Stats) {
     total.ops += s.ops;
     total.immediate_grants += s.immediate_grants;
@@ -364,6 +693,23 @@ fn add(total: &mut Stats, s: &Stats) {
     total.dropped_granted += s.dropped_granted;
     total.waker_replacements += s.waker_replacements;
     total.max_parked = total.max_parked.max(s.max_parked);
+    total.grows += s.grows;
+    total.shrinks += s.shrinks;
+    total.shrinks_with_debt += s.shrinks_with_debt;
+    total.retired_units += s.retired_units;
+    total.retired_later += s.retired_later;
+    total.grants_by_grow += s.grants_by_grow;
+    total.exceeds_after_shrink += s.exceeds_after_shrink;
+    total.exceeds_behind_head += s.exceeds_behind_head;
+    total.refused_for_debt += s.refused_for_debt;
+    total.splits += s.splits;
+    total.split_refusals += s.split_refusals;
+    total.merges += s.merges;
+    total.forgets += s.forgets;
+    total.forget_wakes += s.forget_wakes;
+    total.drains_at_once += s.drains_at_once;
+    total.drains_waited += s.drains_waited;
+    total.skipped_known_bugs += s.skipped_known_bugs;
 }
 
 /// Sweep sizes: full on a normal run, a token few under miri (which runs every
@@ -405,6 +751,37 @@ fn assert_reaches_everything(t: &Stats, what: &str) {
     eprintln!("{what}: {t:?}");
 }
 
+/// The lifecycle operations were reached too: resizes both ways, units retired
+/// as they came back, waiters failed by a shrink (also behind the head) and let
+/// in by a grow, requests held back by a debt, splits (and refused ones),
+/// merges, forgets that woke someone, and drains both ready at once and waited.
+fn assert_reaches_lifecycle(t: &Stats, what: &str) {
+    if cfg!(miri) {
+        return;
+    }
+    let reached = [
+        ("grows", t.grows),
+        ("shrinks", t.shrinks),
+        ("shrinks with debt", t.shrinks_with_debt),
+        ("retired units", t.retired_units),
+        ("units retired on return", t.retired_later),
+        ("grants by a grow", t.grants_by_grow),
+        ("exceeds after a shrink", t.exceeds_after_shrink),
+        ("exceeds behind the head", t.exceeds_behind_head),
+        ("requests held back by a debt", t.refused_for_debt),
+        ("splits", t.splits),
+        ("split refusals", t.split_refusals),
+        ("merges", t.merges),
+        ("forgets", t.forgets),
+        ("wakes by a forget", t.forget_wakes),
+        ("drains ready at once", t.drains_at_once),
+        ("drains that waited", t.drains_waited),
+    ];
+    for (name, n) in reached {
+        assert!(n > 0, "the {what} never reached {name}: {t:?}");
+    }
+}
+
 fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.ops += s.ops;
     total.immediate_admits += s.immediate_admits;
@@ -420,6 +797,16 @@ fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.oversize += s.oversize;
     total.deadline_wakes += s.deadline_wakes;
     total.dropped_parked_or_granted += s.dropped_parked_or_granted;
+    total.grows += s.grows;
+    total.shrinks += s.shrinks;
+    total.resize_refusals += s.resize_refusals;
+    total.retired_units += s.retired_units;
+    total.exceeds_after_shrink += s.exceeds_after_shrink;
+    total.splits += s.splits;
+    total.merges += s.merges;
+    total.merges_across_sources += s.merges_across_sources;
+    total.forgets += s.forgets;
+    total.skipped_known_bugs += s.skipped_known_bugs;
 }
 
 fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
@@ -443,6 +830,29 @@ fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");
     }
     eprintln!("{what}: {t:?}");
+}
+
+/// The gate's lifecycle operations were reached: resizes both ways (and a
+/// refused one), units retired, parked acquires failed by a shrink, splits,
+/// merges (across sources too) and forgets.
+fn assert_gate_reaches_lifecycle(t: &GateStats, what: &str) {
+    if cfg!(miri) {
+        return;
+    }
+    let reached = [
+        ("grows", t.grows),
+        ("shrinks", t.shrinks),
+        ("refused resizes", t.resize_refusals),
+        ("retired units", t.retired_units),
+        ("exceeds after a shrink", t.exceeds_after_shrink),
+        ("splits", t.splits),
+        ("merges", t.merges),
+        ("merges across sources", t.merges_across_sources),
+        ("forgets", t.forgets),
+    ];
+    for (name, n) in reached {
+        assert!(n > 0, "the {what} never reached {name}: {t:?}");
+    }
 }
 
 /// xorshift64: a tiny deterministic generator for the sweep.

@@ -1,0 +1,130 @@
+//! Disagreements the resize/split/merge/forget models found between the core and
+//! its contract. Each test fails on the code it was written against and is
+//! `#[ignore]`d until the core is fixed (`cargo test -p admit --test
+//! model_findings -- --ignored` runs them); the fuzz replay steers clear of each
+//! (see `tests/model/mod.rs`, `KNOWN_CORE_BUGS`).
+#![allow(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
+
+mod support;
+mod wakers;
+
+use std::time::Duration;
+
+use admit::{AcquireError, ExceedsCapacity, Gate, Semaphore};
+use support::{ManualTimer, Src};
+use wakers::Task;
+
+/// A grow that finds nobody queued runs no serving pass, so the server's record of
+/// the capacity it last swept at stays at the old, lower value. A later shrink to
+/// a capacity still at or above that stale value skips the sweep: a parked request
+/// for more than the new capacity stays parked (it can never be granted) until
+/// units come back and it reaches the head.
+#[test]
+#[ignore = "core bug: stale seen_capacity skips the oversize sweep after an unserved grow"]
+fn a_shrink_after_an_unserved_grow_fails_parked_requests_that_no_longer_fit() {
+    let sem = Semaphore::new(4);
+    // Run one serving pass so the server records capacity 4.
+    let held = sem.try_acquire(4).unwrap();
+    let mut first = Task::new(sem.acquire(1));
+    first.pending();
+    drop(held);
+    drop(first.ready().unwrap());
+
+    sem.set_capacity(8); // nobody queued: no pass, the record stays at 4
+    let held = sem.try_acquire(8).unwrap();
+    let mut big = Task::new(sem.acquire(7));
+    big.pending();
+    sem.set_capacity(6);
+    assert_eq!(
+        big.wakes(),
+        1,
+        "a request for 7 can never be granted at capacity 6: it must fail at the shrink"
+    );
+    assert_eq!(
+        big.ready().unwrap_err(),
+        AcquireError::ExceedsCapacity(ExceedsCapacity {
+            requested: 7,
+            capacity: 6
+        })
+    );
+    drop(held);
+}
+
+/// The same through `forget`: a forgotten permit lowers the capacity below a
+/// parked request that was admitted under a grown capacity the server never saw.
+#[test]
+#[ignore = "core bug: stale seen_capacity skips the oversize sweep after an unserved grow"]
+fn a_forget_after_an_unserved_grow_fails_parked_requests_that_no_longer_fit() {
+    let sem = Semaphore::new(4);
+    let held = sem.try_acquire(4).unwrap();
+    let mut first = Task::new(sem.acquire(1));
+    first.pending();
+    drop(held);
+    drop(first.ready().unwrap());
+
+    sem.add_units(4); // capacity 8, no pass
+    let kept = sem.try_acquire(5).unwrap();
+    let gone = sem.try_acquire(3).unwrap();
+    let mut head = Task::new(sem.acquire(3)); // fits the capacity, not the free units
+    let mut big = Task::new(sem.acquire(7));
+    head.pending();
+    big.pending();
+    gone.forget(); // capacity 5
+    assert_eq!(sem.capacity(), 5);
+    assert_eq!(big.wakes(), 1, "7 units can no longer be had at capacity 5");
+    assert!(matches!(
+        big.ready(),
+        Err(AcquireError::ExceedsCapacity(ExceedsCapacity {
+            requested: 7,
+            capacity: 5
+        }))
+    ));
+    drop(kept);
+    drop(head.ready().unwrap());
+}
+
+/// Forgetting a permit whose units are owed to a retirement (held above a
+/// lowered capacity) subtracts them from a capacity smaller than they are: an
+/// arithmetic overflow (a panic in debug builds, a wrapped capacity in release).
+#[test]
+#[ignore = "core bug: forget of units held above a lowered capacity underflows it"]
+fn forgetting_units_held_above_a_lowered_capacity_keeps_the_accounting() {
+    let sem = Semaphore::new(4);
+    let held = sem.try_acquire(4).unwrap();
+    let kept = {
+        let mut held = held;
+        let kept = held.split(1).unwrap();
+        sem.set_capacity(2); // 2 units owed to the retirement
+        held.forget(); // 3 units gone for good: more than the capacity of 2
+        kept
+    };
+    assert!(sem.capacity() <= 2, "capacity {}", sem.capacity());
+    drop(kept);
+    assert_eq!(sem.available(), sem.capacity());
+    let mut drain = Task::new(sem.drain());
+    drain.ready();
+}
+
+/// `Gate::in_use` is documented as the units held (by permits, or granted to a
+/// waiter about to wake), but computes `capacity - available`: after a shrink
+/// below the units in use it falls short by the units still owed, while
+/// `held_by_source` (and an observer's gauge) count every held unit.
+#[test]
+#[ignore = "core bug: Gate::in_use under-reports while a shrink's units are owed"]
+fn gate_in_use_counts_units_held_above_a_lowered_capacity() {
+    let gate = Gate::<Src, _, _>::builder(4)
+        .wait_budget(Duration::from_secs(1))
+        .timer(ManualTimer::new())
+        .build()
+        .unwrap();
+    let held = gate.try_acquire(4, Src::Upload).unwrap();
+    assert_eq!(gate.resize(2), Ok(4));
+    assert_eq!(
+        gate.in_use(),
+        4,
+        "4 units are held (held_by_source says {:?})",
+        gate.held_by_source()
+    );
+    drop(held);
+    assert_eq!(gate.in_use(), 0);
+}
