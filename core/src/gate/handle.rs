@@ -176,10 +176,11 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
     }
 
     fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration) {
-        self.held[index].fetch_sub(units, Ordering::AcqRel);
         let held = self.timer.now().saturating_sub(admitted_at);
         self.retry_after.record_hold(held);
         self.observer.on_release(source, units, held);
+        // After the observer, so that inside `on_release` the units still count.
+        self.held[index].fetch_sub(units, Ordering::AcqRel);
     }
 
     fn on_forget(&self) {
@@ -274,8 +275,11 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.semaphore.capacity()
     }
 
-    /// Units held right now by permits. A snapshot for diagnostics: after a shrink
-    /// below the units in use it reads above the capacity until they come back.
+    /// Units held right now by permits: what an observer's gauge kept from
+    /// `on_admit` and `on_release` counts. A unit granted to a waiter that has not
+    /// yet polled is counted once its permit exists. A snapshot for diagnostics;
+    /// after a shrink below the units in use it reads above the capacity until
+    /// they come back.
     #[must_use]
     pub fn in_use(&self) -> usize {
         self.inner

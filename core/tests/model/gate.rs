@@ -36,10 +36,8 @@
 //! units are later reported released once, with the source and hold time of the
 //! permit that holds them then; `forget` reports its units released, then the new
 //! capacity. `capacity()` is checked after every step, and the observer's gauge
-//! may exceed the capacity only by the units still owed to a shrink. The two
-//! operations that meet the core bugs listed in `mod.rs` are skipped while
-//! `KNOWN_CORE_BUGS` is set, and so is the `in_use()` check while units are owed
-//! (see `tests/model_findings.rs`).
+//! may exceed the capacity only by the units still owed to a shrink; `in_use()`
+//! counts the units in permits.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -57,7 +55,6 @@ mod manual_timer;
 #[path = "../support/signal.rs"]
 mod signal;
 
-use super::KNOWN_CORE_BUGS;
 use manual_timer::ManualTimer;
 use signal::{Fired, Trigger};
 
@@ -303,8 +300,6 @@ pub struct GateStats {
     pub merges_across_sources: usize,
     /// `forget` calls.
     pub forgets: usize,
-    /// Operations skipped to steer clear of a known core bug.
-    pub skipped_known_bugs: usize,
 }
 
 /// Decodes `data` as a [`GateCase`] and replays it; `None` if it does not decode.
@@ -340,7 +335,6 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
         now: Duration::ZERO,
         available: capacity,
         debt: 0,
-        sure_seen: capacity,
         closed: false,
         queue: VecDeque::new(),
         waiters: Vec::new(),
@@ -495,9 +489,6 @@ struct GateHarness<'g> {
     available: usize,
     /// Units owed to a retirement.
     debt: usize,
-    /// A lower bound of the capacity at the core's last serving pass (see
-    /// `Harness::sure_seen` in `mod.rs`).
-    sure_seen: usize,
     closed: bool,
     queue: VecDeque<u64>,
     waiters: Vec<GWaiter<'g>>,
@@ -903,23 +894,8 @@ impl<'g> GateHarness<'g> {
     /// Units come back to the semaphore (a release, a grant given back, or a
     /// grow's new units) and are served.
     fn give_back(&mut self, units: usize) {
-        // The core serves only if someone is queued or units are owed.
-        if !self.queue.is_empty() || self.debt > 0 {
-            self.sure_seen = self.capacity;
-        }
         self.available += units;
         self.serve();
-    }
-
-    /// Whether lowering the capacity to `to` meets the core's stale-sweep bug
-    /// (see `Harness::stale_sweep_risk` in `mod.rs`).
-    fn stale_sweep_risk(&self, to: usize) -> bool {
-        KNOWN_CORE_BUGS
-            && to >= self.sure_seen
-            && self
-                .queue
-                .iter()
-                .any(|&k| self.waiters.iter().any(|w| w.key == k && w.units > to))
     }
 
     fn resize(&mut self, to: usize) {
@@ -930,10 +906,6 @@ impl<'g> GateHarness<'g> {
                 format!("resize(0) returned {refused:?}")
             });
             self.stats.resize_refusals += 1;
-            return;
-        }
-        if to < from && self.stale_sweep_risk(to) {
-            self.stats.skipped_known_bugs += 1;
             return;
         }
         let previous = self.gate.resize(to);
@@ -950,7 +922,6 @@ impl<'g> GateHarness<'g> {
         } else if to < from {
             self.stats.shrinks += 1;
             self.debt += from - to;
-            self.sure_seen = to;
             self.serve();
         }
     }
@@ -993,12 +964,6 @@ impl<'g> GateHarness<'g> {
 
     fn forget(&mut self, i: usize) {
         let units = self.permits[i].units;
-        if KNOWN_CORE_BUGS
-            && (units > self.capacity || self.stale_sweep_risk(self.capacity - units))
-        {
-            self.stats.skipped_known_bugs += 1;
-            return;
-        }
         let GPermit {
             permit,
             admitted_at,
@@ -1007,8 +972,10 @@ impl<'g> GateHarness<'g> {
         let site = permit.source();
         permit.forget();
         self.stats.forgets += 1;
-        self.capacity -= units;
-        self.sure_seen = self.capacity;
+        // As in the semaphore model: units above the capacity settle the debt.
+        let cut = units.min(self.capacity);
+        self.capacity -= cut;
+        self.debt -= units - cut;
         self.expected_events
             .push(Event::Release(site.label(), units, self.now - admitted_at));
         self.expected_events.push(Event::Capacity(self.capacity));
@@ -1133,19 +1100,15 @@ impl<'g> GateHarness<'g> {
                 )
             },
         );
-        // `in_use()` is documented as the units held (by permits, or granted to a
-        // waiter about to wake); the core computes `capacity - available`, which
-        // falls short by the debt (tests/model_findings.rs).
-        if !KNOWN_CORE_BUGS || self.debt == 0 {
-            let in_use = self.gate.in_use();
-            self.expect(in_use == held + granted, || {
-                format!(
-                    "in_use() is {in_use}, {held} units held and {granted} granted \
-                     (capacity {}, available {}, debt {})",
-                    self.capacity, self.available, self.debt
-                )
-            });
-        }
+        // `in_use()` counts the units in permits: what the observer's gauge counts.
+        let in_use = self.gate.in_use();
+        self.expect(in_use == held, || {
+            format!(
+                "in_use() is {in_use}, {held} units held by permits ({granted} granted, \
+                 capacity {}, available {}, debt {})",
+                self.capacity, self.available, self.debt
+            )
+        });
         let waiters = self.gate.waiters();
         self.expect(waiters == self.queue.len(), || {
             format!("waiters() is {waiters}, model has {}", self.queue.len())

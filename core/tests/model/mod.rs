@@ -60,23 +60,8 @@
 //! dropped future) was called after it was retired, and the semaphore holds no
 //! waker clone (each counting waker's `Arc` is unique again).
 //!
-//! # Known core bugs the replay steers clear of
-//!
-//! While [`KNOWN_CORE_BUGS`] is set, two operations are skipped (counted in
-//! [`Stats::skipped_known_bugs`]) where the core is known to disagree with the
-//! contract; `tests/model_findings.rs` has a failing test for each:
-//!
-//! - a `forget` of more units than the capacity in force (units held above a
-//!   lowered capacity): the capacity underflows;
-//! - a shrink or forget while the server's record of the capacity it last swept
-//!   at is stale (a grow that found nobody queued ran no serving pass): the sweep
-//!   of oversize parked waiters is skipped. The model keeps a lower bound of that
-//!   record ([`Harness::sure_seen`]) and skips the operation only when a parked
-//!   waiter would be left unswept.
-//!
-//! The gate model ([`gate`]) skips the same two operations, and its `in_use()`
-//! check while units are owed: `Gate::in_use` computes `capacity - available`,
-//! short of the units held by the debt.
+//! The lifecycle operations found three core bugs, now fixed, with regressions in
+//! `tests/model_findings.rs`.
 
 // Shared by the corpus test and the fuzz targets; each uses a part.
 #![allow(dead_code)]
@@ -105,9 +90,6 @@ pub const CAPACITIES: [usize; 10] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 40];
 pub const MAX_SET_CAPACITY: usize = 40;
 /// The largest capacity [`Op::AddUnits`] grows to.
 pub const MAX_CAPACITY: usize = 64;
-/// Steer clear of the core bugs listed in the module docs (each has a failing
-/// test in `tests/model_findings.rs`). Clear it once they are fixed.
-pub const KNOWN_CORE_BUGS: bool = true;
 
 /// One step of a replayed sequence. Indices are taken modulo the number of live
 /// waiters (or held permits); a step with nothing to act on does nothing.
@@ -251,8 +233,6 @@ pub struct Stats {
     pub drains_at_once: usize,
     /// Drains that parked and were granted when the last unit came back.
     pub drains_waited: usize,
-    /// Operations skipped to steer clear of a known core bug ([`KNOWN_CORE_BUGS`]).
-    pub skipped_known_bugs: usize,
 }
 
 impl Case {
@@ -623,9 +603,6 @@ struct Harness<'a> {
     queue: VecDeque<u64>,
     /// Parked drains, in no particular order (all are granted together).
     drains: Vec<u64>,
-    /// A lower bound of the capacity at the core's last serving pass (its
-    /// `seen_capacity`): for steering clear of the stale-sweep bug.
-    sure_seen: usize,
     // The live objects, waiters in creation order.
     waiters: Vec<Waiter<'a>>,
     /// Held permits, each with the units the model says it holds.
@@ -648,7 +625,6 @@ impl<'a> Harness<'a> {
             closed: false,
             queue: VecDeque::new(),
             drains: Vec::new(),
-            sure_seen: capacity,
             waiters: Vec::new(),
             permits: Vec::new(),
             retired: Vec::new(),
@@ -990,11 +966,6 @@ impl<'a> Harness<'a> {
 
     /// Units come back (a release, or a grow's new units) and are served.
     fn give_back(&mut self, units: usize, cause: Cause) {
-        // The core serves only if someone is queued or units are owed: then its
-        // pass records the capacity (see `sure_seen`).
-        if !self.queue.is_empty() || !self.drains.is_empty() || self.debt > 0 {
-            self.sure_seen = self.capacity;
-        }
         self.available += units;
         self.serve(cause);
     }
@@ -1031,21 +1002,8 @@ impl<'a> Harness<'a> {
         self.push_waiter(fut, 0);
     }
 
-    /// Whether lowering the capacity to `to` would meet the core's stale-sweep bug:
-    /// the core may skip the sweep (`to` at or above the capacity it last swept
-    /// at) while a parked waiter asks for more than `to`.
-    fn stale_sweep_risk(&self, to: usize) -> bool {
-        KNOWN_CORE_BUGS
-            && to >= self.sure_seen
-            && self.queue.iter().any(|&k| self.waiter(k).units > to)
-    }
-
     fn set_capacity(&mut self, to: usize) {
         let from = self.capacity;
-        if to < from && self.stale_sweep_risk(to) {
-            self.stats.skipped_known_bugs += 1;
-            return;
-        }
         let previous = self.sem.set_capacity(to);
         self.expect(previous == from, || {
             format!("set_capacity returned {previous}, the model's capacity is {from}")
@@ -1058,7 +1016,6 @@ impl<'a> Harness<'a> {
             self.stats.shrinks += 1;
             self.capacity = to;
             self.debt += from - to;
-            self.sure_seen = to;
             self.serve(Cause::Shrink);
             if self.debt > 0 {
                 self.stats.shrinks_with_debt += 1;
@@ -1103,17 +1060,21 @@ impl<'a> Harness<'a> {
 
     fn forget(&mut self, i: usize) {
         let units = self.permits[i].1;
-        if KNOWN_CORE_BUGS
-            && (units > self.capacity || self.stale_sweep_risk(self.capacity - units))
-        {
-            self.stats.skipped_known_bugs += 1;
-            return;
-        }
         let (permit, _) = self.permits.remove(i);
         permit.forget();
         self.stats.forgets += 1;
-        self.capacity -= units;
-        self.sure_seen = self.capacity;
+        // The capacity shrinks by the units as far as it goes; units held above it
+        // were owed to a retirement and settle that much of the debt.
+        let cut = units.min(self.capacity);
+        self.capacity -= cut;
+        let owed = units - cut;
+        self.expect(owed <= self.debt, || {
+            format!(
+                "forgot {owed} units above the capacity, but only {} were owed",
+                self.debt
+            )
+        });
+        self.debt -= owed;
         self.serve(Cause::Forget);
     }
 
