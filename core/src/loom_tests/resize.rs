@@ -131,3 +131,29 @@ fn a_grow_serves_the_parked_head() {
         assert_idle(&sem);
     });
 }
+
+/// A forget of units held above the capacity racing the shrink that put them there:
+/// however the forget's settlement and the shrink's retirement meet, nothing is
+/// owed at the end, no unit is left over, and the capacity is what both asked.
+#[test]
+fn a_forget_racing_a_shrink_settles_exactly() {
+    loom::model(|| {
+        let sem = Arc::new(Semaphore::new(3));
+        let held = sem.clone().try_acquire_owned(2).unwrap();
+        let shrinker = {
+            let sem = sem.clone();
+            thread::spawn(move || {
+                sem.set_capacity(1);
+            })
+        };
+        held.forget();
+        shrinker.join().unwrap();
+        // Forget first: 3 - 2 = 1, then the shrink to 1 changes nothing. Shrink
+        // first: 1, with 2 units owed (1 retired from the free one); the forget's
+        // 2 units take the capacity to 0 and settle the last unit owed.
+        let capacity = sem.capacity();
+        assert!(capacity <= 1, "capacity {capacity}");
+        assert_eq!(sem.available(), capacity, "units left over or owed");
+        block_on(sem.drain());
+    });
+}
