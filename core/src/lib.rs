@@ -1,38 +1,4 @@
-//! An admission gate for async Rust: a lock-free, FIFO-fair, weighted semaphore whose
-//! multi-unit acquire is all-or-nothing.
-//!
-//! A request for two units takes both or none, so two operations that each need two
-//! units can never each strand one and wait on the other. Parked requests are served
-//! strictly in arrival order. The crate is `no_std`, needs no 64-bit atomics, and
-//! knows no runtime: it uses only [`core::task::Waker`]. With `alloc` no operation
-//! ever waits for another thread, not even a cancel.
-//!
-//! ```
-//! use admit::Semaphore;
-//!
-//! # futures_lite::future::block_on(async {
-//! let sessions = Semaphore::new(4);
-//! let permit = sessions.acquire(2).await?; // both units or none
-//! assert_eq!(permit.units(), 2);
-//! assert_eq!(sessions.available(), 2);
-//! drop(permit); // the units return
-//! # Ok::<(), admit::AcquireError>(())
-//! # }).unwrap();
-//! ```
-//!
-//! # Features
-//!
-//! | Feature | Default | Explanation |
-//! |---|---|---|
-//! | `std` | yes | blocking acquires for threads, `From<GateError> for std::io::Error`, the process's memory limit (cgroup); implies `alloc` |
-//! | `alloc` | via `std` | the [`Gate`]; [`Semaphore::acquire_owned`] / [`OwnedPermit`] on `Arc<Semaphore>`; wait nodes on the heap, so nothing ever waits for another thread (without it, nodes live in the futures and a dropped parked future waits for the serving thread to let go of its node) |
-//!
-//! On top of the semaphore, [`Gate`] (feature `alloc`) parks a caller for at most a
-//! wait budget, then sheds it with [`GateError::Busy`] and a `Retry-After`, telling
-//! an [`Observer`] what it does; [`Capacity`] sizes it from a memory budget.
-//!
-//! The algorithm, its invariants and memory orderings are described at the top of
-//! `src/semaphore/mod.rs` and in `docs/design.md`.
+#![doc = include_str!("../README.md")]
 #![no_std]
 #![warn(
     clippy::std_instead_of_core,

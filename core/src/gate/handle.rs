@@ -44,7 +44,7 @@ use crate::{GateError, Observer, Semaphore, ShedReason, Source, Timer, TryAcquir
 ///   that is, one typical hold for the current holders to turn over, plus one more
 ///   for every full gate's worth of callers still queued ahead of a newcomer.
 /// - Before the first release there is no average, and `retry_after = min`.
-/// - `min` and `max` are [`GateBuilder::retry_after_bounds`] (default 1 s and
+/// - `min` and `max` are [`GateBuilder::retry_after_bounds`](crate::GateBuilder::retry_after_bounds) (default 1 s and
 ///   60 s); `min > 0` is enforced, so `retry_after` is never zero.
 ///
 /// [`Gate::retry_after`] returns the value a shed would carry now.
