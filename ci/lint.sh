@@ -7,6 +7,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p admit --no-default-features -- -D warnings
 cargo clippy -p admit --no-default-features --features alloc -- -D warnings
+# admit-smol without its `spawn` feature (what admit-async-std builds): the timer alone.
+cargo clippy -p admit-smol --no-default-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # The test-only builds: the inline-node test without `alloc`, the loom models (both
 # builds) and the shuttle schedules, each with its cfg.

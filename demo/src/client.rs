@@ -59,24 +59,39 @@ pub async fn post(addr: SocketAddr, path: &str, body: &[u8]) -> io::Result<Respo
 }
 
 /// Sends an upload's headers, waits `after` (parked, if the gate is full), then
-/// drops the connection without reading anything: a client that gave up.
+/// drops the connection: a client that gave up. `None` then; but an answer that
+/// came first (a shed at once, with `--max-waiters`) is read and returned: that
+/// client was turned away before it could give up.
 ///
 /// # Errors
 ///
-/// Connection errors.
+/// Connection or protocol errors.
 pub async fn post_and_hang_up(
     addr: SocketAddr,
     path: &str,
     len: usize,
     after: Duration,
-) -> io::Result<()> {
+) -> io::Result<Option<Response>> {
     let mut stream = connect(addr).await?;
     stream
         .write_all(upload_head(addr, path, len).as_bytes())
         .await?;
-    tokio::time::sleep(after).await;
-    drop(stream);
-    Ok(())
+    let mut buf = Vec::new();
+    let answer = tokio::time::timeout(after, async {
+        loop {
+            // `100 Continue` (admitted): the body is never sent; wait for `after`.
+            let (status, headers) = read_head(&mut stream, &mut buf).await?;
+            if status != 100 {
+                return Ok::<_, io::Error>((status, headers));
+            }
+        }
+    })
+    .await;
+    match answer {
+        Err(_gave_up) => Ok(None),
+        Ok(Ok((status, headers))) => read_body(&mut stream, buf, status, headers).await.map(Some),
+        Ok(Err(e)) => Err(e),
+    }
 }
 
 /// `GET path`.

@@ -39,8 +39,14 @@ pub struct Config {
     pub verbose: bool,
     /// Where to write the SVG picture of the run; `None`: nowhere.
     pub plot: Option<PathBuf>,
-    /// `serve`: how long to wait, after the interrupt, for the units to come back.
+    /// At shutdown (the end of a run, or `serve`'s interrupt): how long the drain
+    /// waits for the units to come back.
     pub grace: Duration,
+    /// The gate's bound on parked requests (`max_waiters`); `None`: no bound.
+    pub max_waiters: Option<usize>,
+    /// `serve`: re-read the cgroup memory limit at this interval and resize the gate
+    /// to half of it over the session buffer; `None`: a fixed capacity.
+    pub follow_memory_limit: Option<Duration>,
 }
 
 const KIB: u64 = 1 << 10;
@@ -72,6 +78,8 @@ impl Default for Config {
             verbose: true,
             plot: Some(PathBuf::from(DEFAULT_PLOT)),
             grace: Duration::from_secs(10),
+            max_waiters: None,
+            follow_memory_limit: None,
         }
     }
 }
@@ -96,12 +104,17 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
   --payload SIZE           request body size                         [default: 256KiB]
   --port N                 listen on 127.0.0.1:N                     [default: 0, any free port]
   --plot PATH              write the run as an SVG to PATH ('none': don't) [default: target/admit-demo.svg]
-  --grace TIME             serve: after Ctrl-C, wait this long for units to come back [default: 10s]
+  --max-waiters N          shed at once (queue full) when N requests are parked [default: no bound]
+  --grace TIME             at shutdown, wait this long for units to come back [default: 10s]
+  --follow-memory-limit TIME
+                           serve: re-read the cgroup memory limit every TIME and resize
+                           the gate to half of it over the session buffer [default: off]
   -h, --help               this text
 
-serve takes the server's flags (capacity, budget, hold, port, plot, grace); the load
-flags (--clients, --disconnects, --disconnect-after, --waves, --payload) are the
-load generator's and are refused there.
+serve takes the server's flags (capacity, budget, hold, port, plot, max-waiters, grace,
+follow-memory-limit); the load flags (--clients, --disconnects, --disconnect-after,
+--waves, --payload) are the load generator's and are refused there, and
+--follow-memory-limit is serve's alone.
 
 SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
 TIME: with a suffix ms or s (e.g. 1500ms, 2s, 0.5s).
@@ -163,6 +176,11 @@ impl Config {
                     "{flag} is a flag of the load generator; `serve` runs the server alone"
                 )));
             }
+            if !serve && flag == "--follow-memory-limit" {
+                return Err(ArgError(format!(
+                    "{flag} is a flag of `serve`: a run checks its capacity against a fixed one"
+                )));
+            }
             let mut value = || {
                 inline
                     .clone()
@@ -195,6 +213,10 @@ impl Config {
                     config.plot = (v != "none").then(|| PathBuf::from(v));
                 }
                 "--grace" => config.grace = parse_time(&flag, &value()?)?,
+                "--max-waiters" => config.max_waiters = Some(parse_count(&flag, &value()?)?),
+                "--follow-memory-limit" => {
+                    config.follow_memory_limit = Some(parse_time(&flag, &value()?)?);
+                }
                 _ => return Err(ArgError(format!("unknown argument {flag:?}; try --help"))),
             }
         }
@@ -247,6 +269,15 @@ impl Config {
                  up while it is still parked"
                     .into(),
             );
+        }
+        if self.grace > Duration::from_secs(600) {
+            return fail("--grace must be at most 600s".into());
+        }
+        if self
+            .follow_memory_limit
+            .is_some_and(|every| every < Duration::from_millis(100))
+        {
+            return fail("--follow-memory-limit must be at least 100ms".into());
         }
         if self.planned_duration() > Duration::from_secs(60) {
             return fail(format!(

@@ -8,8 +8,14 @@
 //! exit code, and draws the run as an SVG ([`timeline`]). The integration test calls
 //! [`run`] with a short [`Config`].
 //!
+//! Both end with a shutdown as a server should have one ([`drain`]): the gate stops
+//! admitting, the sessions in flight get a grace period to finish, and what the
+//! period cut is printed per route.
+//!
 //! `cargo run -p admit-demo -- serve` runs the server alone ([`serve`]) until
 //! interrupted, for curl or another load tool; then it stops admitting and drains.
+//! With `--follow-memory-limit 30s` it resizes its gate as the container's memory
+//! limit changes.
 //!
 //! The parts, in the order a reader may want them:
 //!
@@ -38,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use admit::{Capacity, Source};
+use admit::{Capacity, DrainTimeout, ShedReason, Source};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use tokio::net::TcpListener;
 
@@ -106,10 +112,17 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
         None => Capacity::from_memory_budget(config.memory_budget, config.session_buffer),
     };
     let stats = Arc::new(ServerStats::default());
-    let builder = admit_tokio::gate::<Route>(capacity)
+    let mut observer = DemoObserver::new(Arc::clone(&stats));
+    if config.follow_memory_limit.is_some() && config.verbose {
+        observer = observer.announcing_resizes();
+    }
+    let mut builder = admit_tokio::gate::<Route>(capacity)
         .max_units(MAX_UNITS)
         .wait_budget(config.wait_budget)
-        .observer(DemoObserver::new(Arc::clone(&stats)));
+        .observer(observer);
+    if let Some(max_waiters) = config.max_waiters {
+        builder = builder.max_waiters(max_waiters);
+    }
     let resolved = builder.resolved_capacity();
     let (gate, local_recorder) = if config.global_recorder {
         metrics::set_global_recorder(recorder)
@@ -138,10 +151,14 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
     ));
     let (min, max) = gate.retry_after_bounds();
     say(format!(
-        "  gate      wait budget {}, Retry-After {}..{}; POST /upload = 1 unit, POST /mirror = 2 units",
+        "  gate      wait budget {}, Retry-After {}..{}, {}; POST /upload = 1 unit, POST /mirror = 2 units",
         secs(config.wait_budget),
         secs(min),
         secs(max),
+        match config.max_waiters {
+            Some(n) => format!("at most {n} parked (then shed at once: queue full)"),
+            None => "no bound on parked requests".into(),
+        },
     ));
 
     // 3. The server, and the timeline's sampler.
@@ -179,7 +196,7 @@ impl Setup {
         self.timeline.1.store(true, Ordering::Relaxed);
         let timeline = (&mut self.timeline.0).await.ok()?;
         if let Some(path) = &config.plot {
-            match timeline.write_svg(path, self.gate.capacity()) {
+            match timeline.write_svg(path) {
                 Ok(()) if config.verbose => println!("  picture   {}", path.display()),
                 Ok(()) => {}
                 Err(e) => eprintln!("admit-demo: writing {}: {e}", path.display()),
@@ -230,10 +247,11 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         secs(config.hold),
     ));
 
-    // 4. Before any load: every source's shed counter is already there, at 0.
+    // 4. Before any load: every source's shed counter is already there, at 0, for
+    //    each reason.
     let before = scrape(addr).await?;
     say(format!(
-        "  /metrics  before the first shed: {}",
+        "  /metrics  before the first shed: {} (each for reason wait_budget and queue_full)",
         Route::ALL
             .iter()
             .map(|&r| format!(
@@ -251,17 +269,21 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
     // 5. The load.
     let observed = load::run(&config, addr, &gate).await;
 
-    // 6. Settle: every handler done, every unit back (bounded).
+    // 6. Settle: every parked request (a hang-up the server has yet to notice) has
+    //    ended (bounded).
     let settle_until = Instant::now() + Duration::from_secs(5);
-    while (gate.in_use() > 0 || gate.waiters() > 0) && Instant::now() < settle_until {
+    while gate.waiters() > 0 && Instant::now() < settle_until {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+
+    // 7. Shutdown: stop admitting, give the sessions in flight (the last responses
+    //    still being written) the grace period, and say what it cut.
+    let drained = drain(&gate, config.grace).await;
     let in_use_at_end = gate.in_use();
     let after = scrape(addr).await?;
     setup.finish_timeline(&config).await;
 
-    // 7. A closed gate answers 503 without Retry-After, and counts no shed.
-    gate.close();
+    // 8. The closed gate answers 503 without Retry-After, and counts no shed.
     let closed_probe = match client::post(addr, Route::Upload.path(), b"x").await {
         Ok(response) => ClosedProbe {
             status: response.status,
@@ -284,6 +306,7 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         before,
         after,
         closed_probe,
+        drained,
         started.elapsed(),
     );
     if config.verbose {
@@ -309,7 +332,11 @@ pub struct Served {
 
 /// Runs the server alone until `shutdown` completes (the binary: Ctrl-C), printing
 /// its address and its `/metrics` URL; then stops admitting and drains (see
-/// [`drain`]). Must be called inside a Tokio runtime with time and I/O enabled.
+/// [`drain`]), and prints what the grace period cut. With
+/// `config.follow_memory_limit`, a task re-reads the cgroup memory limit at that
+/// interval and resizes the gate to half of it over the session buffer
+/// ([`admit_tokio::spawn_memory_follower`]). Must be called inside a Tokio runtime
+/// with time and I/O enabled.
 ///
 /// `ready` receives the address once the server listens.
 ///
@@ -339,16 +366,37 @@ pub async fn serve(
             secs(config.grace)
         );
     }
+    let follower = config.follow_memory_limit.map(|every| {
+        if config.verbose {
+            println!(
+                "  resize    every {}: half of the cgroup memory limit ({}) / session buffer {}",
+                secs(every),
+                admit::process_memory_limit().map_or_else(|| "none found now".into(), bytes),
+                bytes(config.session_buffer),
+            );
+        }
+        let session_buffer = config.session_buffer;
+        admit_tokio::spawn_memory_follower(&setup.gate, every, move |limit| {
+            Capacity::from_memory_budget(limit / 2, session_buffer)
+        })
+    });
     if let Some(ready) = ready {
         let _ = ready.send(addr);
     }
     shutdown.await;
     if config.verbose {
-        println!("\n  stopping  the gate is closed: new uploads get 503 without Retry-After");
+        println!(
+            "\n  stopping  the gate is closed: new uploads get 503 without Retry-After; \
+             the sessions in flight have {} to finish",
+            secs(config.grace)
+        );
     }
-    let drained = drain(&setup.gate, &setup.stats, config.grace).await;
+    let drained = drain(&setup.gate, config.grace).await;
     if config.verbose {
         println!("  drained   {drained}");
+    }
+    if let Some(follower) = follower {
+        follower.abort(); // it would end at its next reading: the gate is closed
     }
     let timeline = setup.finish_timeline(&config).await;
     setup.server.stop().await;
@@ -362,58 +410,80 @@ pub async fn serve(
     })
 }
 
-/// What was still held when [`drain`] gave up (or nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the shutdown [`drain`] saw: every unit back, or what the grace period cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drained {
+    /// The grace period given.
+    pub grace: Duration,
     /// How long the drain waited.
     pub waited: Duration,
-    /// Units still held at the end, per route in [`Route::ALL`](admit::Source::ALL)
-    /// order.
-    pub held: [usize; 2],
+    /// `Err`: the grace period ended first, with these units still held per route.
+    pub outcome: Result<(), DrainTimeout<Route>>,
 }
 
 impl Drained {
-    /// Whether every unit came back.
+    /// Whether every unit came back within the grace period.
     #[must_use]
     pub fn is_complete(&self) -> bool {
-        self.held.iter().all(|&n| n == 0)
+        self.outcome.is_ok()
+    }
+
+    /// Units still held when the grace period ended, per route (empty when
+    /// complete).
+    #[must_use]
+    pub fn held(&self) -> &[(Route, usize)] {
+        self.outcome
+            .as_ref()
+            .map_or_else(|cut| cut.held(), |()| &[])
     }
 }
 
 impl std::fmt::Display for Drained {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.is_complete() {
-            write!(f, "every unit back after {}", secs(self.waited))
-        } else {
-            write!(
+        match &self.outcome {
+            Ok(()) => write!(
                 f,
-                "gave up after {} with units still held: upload {}, mirror {}",
+                "every unit back after {} (grace period {})",
                 secs(self.waited),
-                self.held[0],
-                self.held[1]
-            )
+                secs(self.grace)
+            ),
+            Err(cut) => write!(
+                f,
+                "the grace period ({}) cut {} units still held: {} (those sessions are cut off)",
+                secs(self.grace),
+                cut.units(),
+                cut.held()
+                    .iter()
+                    .map(|(route, units)| format!("{} {units}", route.label()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
 
-/// Stops admitting and waits for the units to come back: closes the gate (parked
-/// and new requests get `503` without `Retry-After`), then waits until no unit is
-/// in use or `grace` has passed, and reports what was still held per route.
-///
-/// A stand-in, kept in this one function, for the core's drain (issue "Gate
-/// lifecycle": close, then await every unit's return up to a deadline, reporting
-/// what was still held per source): it polls `gate.in_use()` every 10 ms on Tokio's
-/// clock, and takes the per-route figures from the demo's observer.
-pub async fn drain(gate: &UploadGate, stats: &ServerStats, grace: Duration) -> Drained {
-    gate.close();
+/// Shuts the gate down: [`Gate::drain`](admit::Gate::drain) closes it (parked and
+/// new requests get `503` without `Retry-After`; no shed is counted), then waits
+/// until every unit is back or `grace` has passed on the gate's clock, and reports
+/// which it was and, if cut, what was still held per route.
+pub async fn drain(gate: &UploadGate, grace: Duration) -> Drained {
     let started = tokio::time::Instant::now();
-    while gate.in_use() > 0 && started.elapsed() < grace {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let outcome = gate.drain(grace).await;
     Drained {
+        grace,
         waited: started.elapsed(),
-        held: [stats.in_use(Route::Upload), stats.in_use(Route::Mirror)],
+        outcome,
     }
+}
+
+/// The sheds of the run by reason, as `wait_budget N, queue_full M`.
+#[must_use]
+pub fn by_reason(count: impl Fn(ShedReason) -> usize) -> String {
+    ShedReason::ALL
+        .iter()
+        .map(|&reason| format!("{} {}", reason.label(), count(reason)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 async fn scrape(addr: SocketAddr) -> Result<Scrape, RunError> {

@@ -23,7 +23,8 @@ pub enum Outcome {
     Shed(String),
     /// `503` without `Retry-After`: a closed or misconfigured gate.
     Unavailable,
-    /// The client hung up on purpose while parked.
+    /// The client hung up on purpose while parked (or after admission, before
+    /// sending its body).
     HungUp,
     /// Anything else: an unexpected status, an I/O error, a timeout.
     Failed(String),
@@ -150,7 +151,8 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
             let live = Arc::clone(&live);
             clients.spawn(async move {
                 let outcome = match client::post_and_hang_up(addr, route.path(), len, after).await {
-                    Ok(()) => Outcome::HungUp,
+                    Ok(None) => Outcome::HungUp,
+                    Ok(Some(answered)) => classify(&answered),
                     Err(e) => Outcome::Failed(format!("{} (hang-up client): {e}", route.path())),
                 };
                 live.record(&outcome);

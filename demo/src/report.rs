@@ -4,12 +4,13 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use admit::Source;
+use admit::{ShedReason, Source};
 
 use crate::config::Config;
 use crate::load::{Observed, Outcome};
 use crate::scrape::Scrape;
-use crate::server::{Route, ServerStats};
+use crate::server::{reason_index, Route, ServerStats};
+use crate::{by_reason, Drained};
 
 /// The server-side tallies at the end of the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub struct ServerCounts {
     pub admitted: usize,
     /// `GateError::Busy` answered, per route in [`Route::ALL`](admit::Source::ALL) order.
     pub busy: [usize; 2],
+    /// `GateError::Busy` answered, per reason in [`ShedReason::ALL`] order.
+    pub busy_by_reason: [usize; 2],
     /// `GateError::Cancelled`: the client hung up while parked.
     pub cancelled: usize,
     /// `GateError::Closed`.
@@ -34,6 +37,7 @@ impl From<&ServerStats> for ServerCounts {
         Self {
             admitted: n(&s.admitted),
             busy: [s.busy(Route::Upload), s.busy(Route::Mirror)],
+            busy_by_reason: ShedReason::ALL.map(|reason| s.busy_for(reason)),
             cancelled: n(&s.cancelled),
             closed: n(&s.closed),
             exceeds_capacity: n(&s.exceeds_capacity),
@@ -101,6 +105,8 @@ pub struct Report {
     pub after: Scrape,
     /// The request made after the gate was closed.
     pub closed_probe: ClosedProbe,
+    /// The drain at shutdown.
+    pub drained: Drained,
     /// Wall time of the whole run.
     pub elapsed: Duration,
     /// The time the run was planned to take, plus slack: beyond it, a check fails.
@@ -123,6 +129,7 @@ impl Report {
         before: Scrape,
         after: Scrape,
         closed_probe: ClosedProbe,
+        drained: Drained,
         elapsed: Duration,
     ) -> Self {
         waits.sort_unstable();
@@ -144,6 +151,7 @@ impl Report {
             before,
             after,
             closed_probe,
+            drained,
             elapsed,
             time_limit: config.planned_duration() + Duration::from_secs(15),
             checks: Vec::new(),
@@ -170,6 +178,12 @@ impl Report {
         self.shed.iter().sum()
     }
 
+    /// The server's sheds for `reason`.
+    #[must_use]
+    pub fn shed_for(&self, reason: ShedReason) -> usize {
+        reason_index(reason).map_or(0, |i| self.server.busy_by_reason[i])
+    }
+
     /// Whether every check held.
     #[must_use]
     pub fn passed(&self) -> bool {
@@ -183,7 +197,8 @@ impl Report {
         if failed.is_empty() {
             format!(
                 "PASS: all {} checks held: never over capacity, every shed a 503 with Retry-After, \
-                 shed_total = 503s seen ({}), hang-ups counted nowhere, units back to 0",
+                 shed_total = 503s seen ({}), hang-ups counted nowhere, drained at shutdown, \
+                 units back to 0",
                 self.checks.len(),
                 self.shed_total()
             )
@@ -262,11 +277,24 @@ impl Report {
                 )
             })
             .collect();
+        let per_reason: Vec<_> = ShedReason::ALL
+            .iter()
+            .map(|&reason| {
+                (
+                    reason.label(),
+                    self.after.shed_total_by_reason(reason),
+                    self.shed_for(reason),
+                )
+            })
+            .collect();
         check(
             "shed_total = 503 Busy responses seen (hang-ups counted nowhere)",
             per_route
                 .iter()
-                .all(|(_, metric, seen, busy)| *metric == Some(*seen as f64) && seen == busy),
+                .all(|(_, metric, seen, busy)| *metric == Some(*seen as f64) && seen == busy)
+                && per_reason
+                    .iter()
+                    .all(|(_, metric, busy)| *metric == Some(*busy as f64)),
             per_route
                 .iter()
                 .map(|(label, metric, seen, busy)| {
@@ -274,6 +302,9 @@ impl Report {
                         "{label}: metric {metric:?}, clients saw {seen}, server answered {busy}"
                     )
                 })
+                .chain(per_reason.iter().map(|(label, metric, busy)| {
+                    format!("reason {label}: metric {metric:?}, server answered {busy}")
+                }))
                 .collect::<Vec<_>>()
                 .join("; "),
         );
@@ -317,6 +348,11 @@ impl Report {
                 self.after.shed_total_sum(),
                 p.shed_total_after
             ),
+        );
+        check(
+            "drained at shutdown: every unit back within the grace period",
+            self.drained.is_complete(),
+            self.drained.to_string(),
         );
         check(
             "finished in time",
@@ -367,11 +403,15 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "            shed by route: upload {}, mirror {}; server saw {} hang-ups as Cancelled, {} after admission",
+            "            shed by route: upload {}, mirror {}; by reason: {}",
             self.shed[0],
             self.shed[1],
-            self.server.cancelled,
-            self.server.body_errors,
+            by_reason(|reason| self.shed_for(reason)),
+        )?;
+        writeln!(
+            f,
+            "            server saw {} hang-ups as Cancelled, {} after admission",
+            self.server.cancelled, self.server.body_errors,
         )?;
         writeln!(
             f,
@@ -385,11 +425,17 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  wait      admitted: p50 {}, p99 {} (max {}); shed after the wait budget",
+            "  wait      admitted: p50 {}, p99 {} (max {}); shed after the wait budget ({}){}",
             ms(self.wait_quantile(0.5)),
             ms(self.wait_quantile(0.99)),
             ms(self.waits.last().copied()),
+            self.shed_for(ShedReason::WaitBudget),
+            match self.shed_for(ShedReason::QueueFull) {
+                0 => String::new(),
+                n => format!(" or at once, queue full ({n})"),
+            },
         )?;
+        writeln!(f, "  shutdown  {}", self.drained)?;
         writeln!(f, "  /metrics  (excerpt, after the load)")?;
         for line in self.after.excerpt() {
             writeln!(f, "            {line}")?;

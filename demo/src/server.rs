@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use admit::{GateError, Observer, Source};
+use admit::{GateError, Observer, ShedReason, Source};
 use admit_metrics::MetricsObserver;
 use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
 use axum::body::Body;
@@ -108,6 +108,8 @@ pub struct ServerStats {
     pub admitted: AtomicUsize,
     /// `GateError::Busy` per route (indexed like [`Route::ALL`](admit::Source::ALL)).
     pub busy: [AtomicUsize; 2],
+    /// `GateError::Busy` per reason (indexed like [`ShedReason::ALL`]).
+    pub busy_by_reason: [AtomicUsize; 2],
     /// `GateError::Cancelled`: the client hung up while parked.
     pub cancelled: AtomicUsize,
     /// `GateError::Closed`.
@@ -135,6 +137,12 @@ impl ServerStats {
         self.busy[route.index()].load(Ordering::Relaxed)
     }
 
+    /// Busy answers for `reason`.
+    #[must_use]
+    pub fn busy_for(&self, reason: ShedReason) -> usize {
+        reason_index(reason).map_or(0, |i| self.busy_by_reason[i].load(Ordering::Relaxed))
+    }
+
     /// Units held now on `route`.
     #[must_use]
     pub fn in_use(&self, route: Route) -> usize {
@@ -148,11 +156,18 @@ impl ServerStats {
     }
 }
 
+/// `reason`'s position in [`ShedReason::ALL`].
+#[must_use]
+pub fn reason_index(reason: ShedReason) -> Option<usize> {
+    ShedReason::ALL.iter().position(|&r| r == reason)
+}
+
 /// The gate's observer: the `metrics` one, plus the demo's own tallies.
 #[derive(Debug)]
 pub struct DemoObserver {
     metrics: MetricsObserver,
     stats: Arc<ServerStats>,
+    announce_resizes: bool,
 }
 
 impl DemoObserver {
@@ -162,7 +177,16 @@ impl DemoObserver {
         Self {
             metrics: MetricsObserver::new(METRICS_PREFIX),
             stats,
+            announce_resizes: false,
         }
+    }
+
+    /// Also prints a line at every change of the gate's capacity (`serve` following
+    /// the memory limit).
+    #[must_use]
+    pub fn announcing_resizes(mut self) -> Self {
+        self.announce_resizes = true;
+        self
     }
 }
 
@@ -191,16 +215,20 @@ impl Observer for DemoObserver {
         }
     }
 
-    fn on_shed(
-        &self,
-        source: &'static str,
-        units: usize,
-        waited: Duration,
-        _reason: admit::ShedReason,
-    ) {
-        self.metrics.on_shed(source, units, waited, _reason);
+    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
+        self.metrics.on_shed(source, units, waited, reason);
         if let Some(route) = Route::from_label(source) {
             self.stats.busy[route.index()].fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(i) = reason_index(reason) {
+            self.stats.busy_by_reason[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn on_capacity(&self, capacity: usize) {
+        self.metrics.on_capacity(capacity);
+        if self.announce_resizes {
+            println!("  resized   capacity now {capacity} units");
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct Sample {
     pub at: f64,
     /// Units held.
     pub in_use: usize,
+    /// The gate's capacity in force.
+    pub capacity: usize,
     /// Requests parked.
     pub parked: usize,
     /// Requests admitted during the interval.
@@ -55,6 +57,7 @@ pub async fn record(
         samples.push(Sample {
             at: started.elapsed().as_secs_f64(),
             in_use: gate.in_use(),
+            capacity: gate.capacity(),
             parked: gate.waiters(),
             admitted: now_admitted - admitted,
             shed: now_shed - shed,
@@ -69,22 +72,24 @@ pub async fn record(
 
 impl Timeline {
     /// Draws the timeline as an SVG at `path` (its directory is created): units in
-    /// use against the capacity and requests parked on top, admissions and sheds
-    /// per interval below.
+    /// use against the capacity (as sampled: it moves when the gate is resized) and
+    /// requests parked on top, admissions and sheds per interval below.
     ///
     /// # Errors
     ///
     /// The directory or the file cannot be written.
-    pub fn write_svg(
-        &self,
-        path: &Path,
-        capacity: usize,
-    ) -> Result<(), Box<dyn std::error::Error>> {
+    pub fn write_svg(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
         let end = self.samples.last().map_or(1.0, |s| s.at).max(1.0);
         let per = |f: fn(&Sample) -> usize| self.samples.iter().map(f).max().unwrap_or(0);
+        let least = |f: fn(&Sample) -> usize| self.samples.iter().map(f).min().unwrap_or(0);
+        let capacity = per(|s| s.capacity);
+        let capacity_label = match least(|s| s.capacity) {
+            low if low == capacity => format!("capacity ({capacity} units)"),
+            low => format!("capacity ({low}..{capacity} units)"),
+        };
         let top = (capacity.max(per(|s| s.parked)) + 1) as f64;
         let bottom = (per(|s| s.admitted).max(per(|s| s.shed)) + 1) as f64;
         let ms = self.interval.as_millis();
@@ -113,10 +118,10 @@ impl Timeline {
             .draw()?;
         chart
             .draw_series(LineSeries::new(
-                [(0.0, capacity as f64), (end, capacity as f64)],
+                self.steps(|s| s.capacity),
                 BLACK.mix(0.5).stroke_width(1),
             ))?
-            .label(format!("capacity ({capacity} units)"))
+            .label(capacity_label)
             .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK.mix(0.5)));
         chart
             .draw_series(LineSeries::new(

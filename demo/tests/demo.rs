@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use admit::Source;
+use admit::{ShedReason, Source};
 use admit_demo::server::{App, DemoObserver, Server, ServerStats, UploadGate, MAX_UNITS};
 use admit_demo::{Config, Route, Scrape};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
@@ -127,7 +127,45 @@ fn a_short_run_holds_every_invariant() {
         report.closed_probe.shed_total_after,
         report.after.shed_total_sum()
     );
+    // Shut down with a drain: every unit came back within the grace period; no
+    // queue bound, so every shed was a wait-budget expiry.
+    assert!(report.drained.is_complete(), "{all}");
+    assert!(report.drained.held().is_empty());
+    assert_eq!(report.shed_for(ShedReason::QueueFull), 0, "{all}");
+    assert_eq!(
+        report.after.shed_total_by_reason(ShedReason::WaitBudget),
+        Some(report.shed_total() as f64)
+    );
     assert!(report.verdict().starts_with("PASS"), "{all}");
+}
+
+/// `--max-waiters 1`: one request parks, the rest of the burst is shed at once
+/// for the queue, told apart from wait-budget sheds in the metrics and the report.
+#[test]
+fn a_run_with_max_waiters_sheds_at_once_and_tells_the_reasons_apart() {
+    let _serial = serial();
+    let config = Config {
+        max_waiters: Some(1),
+        ..short_config()
+    };
+    let report = runtime().block_on(admit_demo::run(config.clone())).unwrap();
+    let all = format!("{report}");
+    assert!(report.passed(), "{all}");
+    // 10 requests, 2 units held 3 s, a budget of 1 s, one place in the queue:
+    // whoever arrives while one is parked is shed at once.
+    let queue_full = report.shed_for(ShedReason::QueueFull);
+    let wait_budget = report.shed_for(ShedReason::WaitBudget);
+    assert!(queue_full > 0, "{all}");
+    assert_eq!(queue_full + wait_budget, report.shed_total(), "{all}");
+    for reason in ShedReason::ALL {
+        assert_eq!(
+            report.after.shed_total_by_reason(reason),
+            Some(report.shed_for(reason) as f64),
+            "{reason:?}: {all}"
+        );
+    }
+    assert!(all.contains(&format!("queue_full {queue_full}")), "{all}");
+    assert!(report.drained.is_complete(), "{all}");
 }
 
 /// A server on a gate the test builds and fills itself.
@@ -352,6 +390,22 @@ fn flags_parse_and_bad_ones_are_refused() {
     assert_eq!(c.plot, None);
     let refused = Config::from_args(["serve", "--clients", "5"]).unwrap_err();
     assert!(refused.0.contains("load generator"), "{refused}");
+
+    let Ok(Command::Run(c)) = Config::from_args(["--max-waiters", "4"]) else {
+        panic!("--max-waiters")
+    };
+    assert_eq!(c.max_waiters, Some(4));
+    assert_eq!(Config::default().max_waiters, None);
+    let Ok(Command::Serve(c)) =
+        Config::from_args(["serve", "--follow-memory-limit", "30s", "--max-waiters=0"])
+    else {
+        panic!("serve --follow-memory-limit")
+    };
+    assert_eq!(c.follow_memory_limit, Some(Duration::from_secs(30)));
+    assert_eq!(c.max_waiters, Some(0));
+    let refused = Config::from_args(["--follow-memory-limit", "30s"]).unwrap_err();
+    assert!(refused.0.contains("serve"), "{refused}");
+    assert!(Config::from_args(["serve", "--follow-memory-limit", "1ms"]).is_err());
 }
 
 #[test]
@@ -390,7 +444,7 @@ fn serve_runs_the_server_alone_until_shut_down_then_drains() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn drain_closes_waits_for_the_units_and_reports_what_is_still_held() {
+async fn drain_closes_waits_for_the_units_and_reports_what_the_grace_period_cut() {
     let stats = Arc::new(ServerStats::default());
     let gate: UploadGate = admit_tokio::gate::<Route>(4)
         .max_units(MAX_UNITS)
@@ -404,19 +458,34 @@ async fn drain_closes_waits_for_the_units_and_reports_what_is_still_held() {
         drop(upload); // returns during the drain
     });
 
-    let drained = admit_demo::drain(&gate, &stats, Duration::from_secs(3)).await;
+    let drained = admit_demo::drain(&gate, Duration::from_secs(3)).await;
     assert!(gate.is_closed());
-    assert_eq!(drained.held, [0, 2], "the mirror never came back");
+    assert_eq!(
+        drained.held(),
+        &[(Route::Mirror, 2)],
+        "the mirror never came back"
+    );
     assert_eq!(
         drained.waited,
         Duration::from_secs(3),
         "gave up at the grace period"
     );
     assert!(!drained.is_complete());
-    assert!(drained.to_string().contains("mirror 2"), "{drained}");
+    assert_eq!(
+        drained.to_string(),
+        "the grace period (3s) cut 2 units still held: mirror 2 (those sessions are cut off)"
+    );
+    assert_eq!(stats.busy_total(), 0, "a drain sheds nothing");
 
-    drop(mirror);
-    let drained = admit_demo::drain(&gate, &stats, Duration::from_secs(3)).await;
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        drop(mirror);
+    });
+    let drained = admit_demo::drain(&gate, Duration::from_secs(3)).await;
     assert!(drained.is_complete());
-    assert_eq!(drained.waited, Duration::ZERO);
+    assert_eq!(drained.waited, Duration::from_millis(1500));
+    assert_eq!(
+        drained.to_string(),
+        "every unit back after 1.5s (grace period 3s)"
+    );
 }

@@ -37,6 +37,31 @@
 //! [`AsyncStdTimer`], so its sleeps are nameable, unboxed futures driven by the same
 //! async-io reactor async-std's runtime runs. Moving to smol later changes only the
 //! crate name.
+//!
+//! # Following the memory limit
+//!
+//! [`admit::Gate::follow_memory_limit`] is a plain `Send + 'static` future: spawn it
+//! on async-std's runtime to keep the gate's capacity in step with the container's
+//! memory limit (`admit-smol`'s `spawn_memory_follower` would put it on smol's
+//! executor instead, so this crate does not re-export it):
+//!
+//! ```
+//! use std::time::Duration;
+//! use admit::Capacity;
+//!
+//! admit::sources! { pub enum Route { Upload => "upload" } }
+//!
+//! async_std::task::block_on(async {
+//!     let budget = |limit: u64| Capacity::from_memory_budget(limit / 2, 8 << 20);
+//!     let gate = admit_async_std::gate::<Route>(4).build()?;
+//!     // Re-read the limit every 30 s (a dropped async-std handle detaches the task).
+//!     async_std::task::spawn(gate.follow_memory_limit(Duration::from_secs(30), budget));
+//!     // At shutdown: the drain closes the gate; the follower ends at its next tick.
+//!     let _ = gate.drain(Duration::from_secs(10)).await;
+//!     Ok::<(), admit::ConfigError>(())
+//! })?;
+//! # Ok::<(), admit::ConfigError>(())
+//! ```
 
 use admit::{Capacity, GateBuilder};
 

@@ -16,9 +16,11 @@
 //!     .max_units(2)
 //!     .observer(MetricsObserver::new("upload_sessions"))
 //!     .build()?; // describes the metrics; upload_sessions_capacity_units = 8,
-//!                // upload_sessions_shed_total{source=...} = 0 for both routes
+//!                // upload_sessions_shed_total{source=...,reason=...} = 0 for
+//!                // both routes and both reasons
 //! let permit = gate.acquire(2, Route::NpmPublish).await.unwrap(); // units_in_use = 2
 //! drop(permit); // units_in_use = 0; the hold time goes to hold_seconds
+//! gate.resize(6)?; // capacity_units = 6
 //! # Ok(())
 //! # }
 //! ```
@@ -28,14 +30,22 @@
 //! | metric | kind | labels | unit | meaning |
 //! |---|---|---|---|---|
 //! | `<prefix>_units_in_use` | gauge | — | count | units held now |
-//! | `<prefix>_capacity_units` | gauge | — | count | the gate's capacity: the denominator |
+//! | `<prefix>_capacity_units` | gauge | — | count | the gate's capacity in force: the denominator; follows [`Gate::resize`](admit::Gate::resize) and forgotten permits |
 //! | `<prefix>_hold_seconds` | histogram | — | seconds | how long units were held, observed at release |
 //! | `<prefix>_wait_seconds` | histogram | — | seconds | how long admitted callers waited |
-//! | `<prefix>_shed_total` | counter | `source` | count | callers shed (`GateError::Busy`), per call site |
+//! | `<prefix>_shed_total` | counter | `source`, `reason` | count | callers shed (`GateError::Busy`), per call site and per [`ShedReason`] |
+//!
+//! The `reason` label tells the limit that turned a caller away:
+//! `wait_budget` (its wait budget or ceiling expired, or a `try_acquire` found no
+//! unit free) or `queue_full` (the gate's
+//! [`max_waiters`](admit::GateBuilder::max_waiters) requests were already parked:
+//! shed at once). `sum by (source)` gives the sheds per call site, `sum by (reason)`
+//! which limit bites.
 //!
 //! Every metric is described (`describe_*`, with its [`Unit`]) when the gate starts,
-//! the capacity gauge is set then, and every source's shed counter is registered at
-//! 0, so a dashboard reads 0 rather than "No data" before the first shed.
+//! the capacity gauge is set then, and every source × reason shed counter is
+//! registered at 0, so a dashboard reads 0 rather than "No data" before the first
+//! shed.
 //!
 //! # When the recorder is installed
 //!
@@ -48,25 +58,37 @@
 //!
 //! **A recorder installed after the gate was built is caught up, not missed.** When
 //! no recorder is in force at start (the `metrics` facade's no-op one), the observer
-//! keeps its own count of units in use and of sheds per source, and looks for a
-//! recorder at each event. At the first event that finds one, it describes the
-//! metrics there, sets the capacity gauge, sets `units_in_use` to the units held at
-//! that moment, sets each source's `shed_total` to the sheds counted so far (0 for
-//! the others), records that event, and from then on reports to it through resolved
-//! handles. What the late recorder cannot get back: the wait and hold observations
-//! of the events before it (the histograms start at its installation). Until a
-//! recorder appears, each event costs an uncontended lock and a recorder look-up.
+//! keeps its own count of units in use, of the capacity and of sheds per source and
+//! reason, and looks for a recorder at each event. At the first event that finds one,
+//! it describes the metrics there, sets the capacity gauge, brings `units_in_use` to
+//! the units held at that moment and each `shed_total` series to the sheds counted so
+//! far (0 for the others), records that event, and from then on reports to it through
+//! resolved handles. What the late recorder cannot get back: the wait and hold
+//! observations of the events before it (the histograms start at its installation).
+//!
+//! Until a recorder appears, an event costs an atomic compare-and-swap on the
+//! observer's count and a recorder look-up, and takes no lock. The thread that finds
+//! the recorder publishes the handles, then swaps each count out for a "handed over"
+//! mark and adds it to them; an event that finds the mark goes to the handles
+//! itself. So no event is lost or counted twice while the recorder appears, and a
+//! release whose count is still on its way is on its way together with the
+//! admission of its units: a scrape still never reads more units in use than the
+//! gate holds. The one wait is once in the observer's life: threads resolving at
+//! the same instant wait for the first to store its handles (a move, under
+//! [`OnceLock`]).
 //!
 //! (The no-op recorder is recognised as the zero-sized recorder `metrics` falls back
 //! to; a zero-sized recorder of your own is treated the same way and still receives
 //! every event, through the facade's macros rather than stored handles.)
 //!
-//! Use one observer per gate: the handles and the capacity are those of the first
-//! gate that starts it.
+//! Use one observer per gate: the handles are those of the first gate that starts
+//! it, and the capacity gauge is the last one reported by any of them.
 
+use core::sync::atomic::{fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use core::time::Duration;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
+use admit::ShedReason;
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
 /// Reports a gate's events as the metrics in the [crate docs](crate#metrics).
@@ -81,26 +103,159 @@ use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 pub struct MetricsObserver {
     prefix: String,
     names: Names,
+    /// Set at the first `on_start`: the labels, the capacity in force, and what a
+    /// late recorder must be caught up with.
+    state: OnceLock<State>,
+    /// Resolved against the first real recorder found (at start, or at a later
+    /// event); from then on every event goes through them.
     handles: OnceLock<Handles>,
-    /// Until `handles` is set: what a late recorder must be caught up with.
-    pending: Mutex<Pending>,
 }
 
-/// What the observer counts itself while no recorder is in force.
-#[derive(Debug, Default)]
-struct Pending {
-    capacity: usize,
-    sources: Vec<&'static str>,
-    in_use: usize,
-    sheds: Vec<(&'static str, u64)>,
+/// The number of shed reasons counted apart: [`ShedReason::ALL`].
+const REASONS: usize = ShedReason::ALL.len();
+
+/// A count slot once its count was handed over: events then go to the handles.
+const IN_USE_HANDED_OVER: isize = isize::MIN;
+/// A shed slot once its count was handed over.
+const SHEDS_HANDED_OVER: u64 = u64::MAX;
+
+/// What the observer knows from `on_start` and counts itself while no handles are
+/// resolved.
+///
+/// Each count is an atomic that an event adds to only while it is not yet handed
+/// over (a compare-and-swap loop); the thread that resolves the handles swaps the
+/// count out for a "handed over" mark and adds it to the handles. An event's count
+/// thus reaches the recorder exactly once: through the hand-over, or, once the mark
+/// is set, by the event itself on the handles, which the mark's thread published
+/// before setting it.
+#[derive(Debug)]
+struct State {
+    /// The source labels of the gate, in `Source::ALL` order.
+    sources: Box<[&'static str]>,
+    /// The capacity last reported: `on_start`, then `on_capacity`.
+    capacity: AtomicUsize,
+    /// Units admitted minus units released, or [`IN_USE_HANDED_OVER`].
+    in_use: AtomicIsize,
+    /// Sheds at `slot(source, reason)`, or [`SHEDS_HANDED_OVER`].
+    sheds: Box<[AtomicU64]>,
+}
+
+/// Where [`State::count`] put an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// In the observer's own count: the hand-over carries it to the recorder.
+    Pending,
+    /// The count was already handed over: the event goes to the handles.
+    HandedOver,
+    /// A shed of a label or reason outside the known set: it has no slot.
+    NoSlot,
+}
+
+impl State {
+    fn new(capacity: usize, sources: &[&'static str]) -> Self {
+        Self {
+            sources: sources.into(),
+            capacity: AtomicUsize::new(capacity),
+            in_use: AtomicIsize::new(0),
+            sheds: (0..sources.len() * REASONS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    /// The index of `(source, reason)` in `sheds` and in `Handles::shed_total`, if
+    /// both are known (a gate only reports its own labels; a reason added to
+    /// `admit` later, or an observer called by hand, may not be).
+    fn slot(&self, source: &'static str, reason: ShedReason) -> Option<usize> {
+        let source = self.sources.iter().position(|&label| label == source)?;
+        let reason = ShedReason::ALL.iter().position(|&r| r == reason)?;
+        Some(source * REASONS + reason)
+    }
+
+    /// Counts `event`, unless its count was handed over already.
+    fn count(&self, event: Event) -> Counted {
+        // Acquire on the mark: the handles published before it are then visible.
+        let added = match event {
+            Event::Admit { units, .. } => add_unless_handed_over(&self.in_use, signed(units)),
+            Event::Release { units, .. } => add_unless_handed_over(&self.in_use, -signed(units)),
+            Event::Shed { source, reason } => {
+                let Some(slot) = self.slot(source, reason) else {
+                    return Counted::NoSlot;
+                };
+                self.sheds[slot]
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n != SHEDS_HANDED_OVER).then(|| n + 1)
+                    })
+                    .is_ok()
+            }
+        };
+        if added {
+            Counted::Pending
+        } else {
+            Counted::HandedOver
+        }
+    }
+
+    /// Moves every count into `handles` and marks it handed over. Idempotent: a
+    /// second call (a thread that lost the race to resolve) finds only marks.
+    fn hand_over(&self, handles: &Handles) {
+        let in_use = self.in_use.swap(IN_USE_HANDED_OVER, Ordering::AcqRel);
+        if in_use != IN_USE_HANDED_OVER && in_use != 0 {
+            handles.units_in_use.increment(in_use as f64);
+        }
+        for (pending, counter) in self.sheds.iter().zip(handles.shed_total.iter()) {
+            let sheds = pending.swap(SHEDS_HANDED_OVER, Ordering::AcqRel);
+            if sheds != SHEDS_HANDED_OVER && sheds != 0 {
+                counter.increment(sheds);
+            }
+        }
+    }
+
+    /// Sets the capacity gauge to the capacity last reported. Re-reads after
+    /// setting, so of two threads racing here the gauge ends at the later report.
+    fn show_capacity(&self, gauge: &Gauge) {
+        let mut capacity = self.capacity.load(Ordering::Acquire);
+        loop {
+            gauge.set(capacity as f64);
+            let now = self.capacity.load(Ordering::Acquire);
+            if now == capacity {
+                return;
+            }
+            capacity = now;
+        }
+    }
+}
+
+/// Adds `delta` to `count` unless it holds [`IN_USE_HANDED_OVER`]; `false` if it
+/// did.
+fn add_unless_handed_over(count: &AtomicIsize, delta: isize) -> bool {
+    count
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n != IN_USE_HANDED_OVER).then(|| n + delta)
+        })
+        .is_ok()
+}
+
+/// A unit count as a signed delta (capacities are far below `isize::MAX`).
+fn signed(units: usize) -> isize {
+    isize::try_from(units).unwrap_or(isize::MAX)
 }
 
 /// One event, for the path that runs while no handles are resolved.
 #[derive(Debug, Clone, Copy)]
 enum Event {
-    Admit { units: usize, waited: Duration },
-    Release { units: usize, held: Duration },
-    Shed { source: &'static str },
+    Admit {
+        units: usize,
+        waited: Duration,
+    },
+    Release {
+        units: usize,
+        held: Duration,
+    },
+    Shed {
+        source: &'static str,
+        reason: ShedReason,
+    },
 }
 
 /// Whether a real recorder is in force on this thread: local, or global. The
@@ -119,18 +274,21 @@ struct Names {
     shed_total: SharedString,
 }
 
-/// Handles resolved at `on_start` against the then-current recorder.
+/// Handles resolved against the first real recorder in force.
 #[derive(Debug)]
 struct Handles {
     units_in_use: Gauge,
+    capacity_units: Gauge,
     hold_seconds: Histogram,
     wait_seconds: Histogram,
-    /// One counter per source label, in the `Source::ALL` order.
-    shed_total: Vec<(&'static str, Counter)>,
+    /// One counter per source × reason, at `State::slot`.
+    shed_total: Box<[Counter]>,
 }
 
-/// The label key of the shed counter.
+/// The label key of the shed counter's call site.
 const SOURCE_LABEL: &str = "source";
+/// The label key of the shed counter's reason.
+const REASON_LABEL: &str = "reason";
 
 impl MetricsObserver {
     /// An observer whose metrics are named `<prefix>_units_in_use`,
@@ -153,8 +311,8 @@ impl MetricsObserver {
         Self {
             prefix,
             names,
+            state: OnceLock::new(),
             handles: OnceLock::new(),
-            pending: Mutex::new(Pending::default()),
         }
     }
 
@@ -189,82 +347,105 @@ impl MetricsObserver {
         metrics::describe_counter!(
             n.shed_total.clone(),
             Unit::Count,
-            "Callers shed (turned away busy) by the admission gate, per call site."
+            "Callers shed (turned away busy) by the admission gate, per call site and \
+             reason (wait_budget: the wait budget expired; queue_full: max_waiters \
+             already parked)."
         );
     }
 
-    fn shed_counter(&self, source: &'static str) -> Counter {
-        metrics::counter!(self.names.shed_total.clone(), SOURCE_LABEL => source)
+    /// The shed counter of `(source, reason)` in the recorder in force.
+    fn shed_counter(&self, source: &'static str, reason: ShedReason) -> Counter {
+        metrics::counter!(
+            self.names.shed_total.clone(),
+            SOURCE_LABEL => source,
+            REASON_LABEL => reason.label()
+        )
     }
-}
 
-impl MetricsObserver {
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    /// Describes and registers every metric in the recorder in force, each series
+    /// at its starting value: the capacity, and 0 for every shed counter. Used when
+    /// no handles are kept (a second gate, or no real recorder yet).
+    fn register_through_facade(&self, state: &State) {
+        self.describe();
+        metrics::gauge!(self.names.capacity_units.clone())
+            .set(state.capacity.load(Ordering::Acquire) as f64);
+        for &source in state.sources.iter() {
+            for reason in ShedReason::ALL {
+                self.shed_counter(source, reason).absolute(0);
+            }
+        }
     }
 
-    /// Resolves the handles against the recorder in force, catching it up with
-    /// `pending`. Called with the lock held, so no event slips between the
-    /// catch-up values and the handles' first use.
-    fn resolve(&self, pending: &Pending) -> &Handles {
+    /// Resolves the handles against the recorder in force (the first thread to get
+    /// here wins; the others use its handles), hands the counts over to them and
+    /// shows the capacity.
+    fn resolve(&self, state: &State) -> &Handles {
         self.describe();
         let n = &self.names;
-        metrics::gauge!(n.capacity_units.clone()).set(pending.capacity as f64);
-        let handles = self.handles.get_or_init(|| Handles {
+        let resolved = Handles {
             units_in_use: metrics::gauge!(n.units_in_use.clone()),
+            capacity_units: metrics::gauge!(n.capacity_units.clone()),
             hold_seconds: metrics::histogram!(n.hold_seconds.clone()),
             wait_seconds: metrics::histogram!(n.wait_seconds.clone()),
-            shed_total: pending
+            shed_total: state
                 .sources
                 .iter()
-                .map(|&source| (source, self.shed_counter(source)))
+                .flat_map(|&source| ShedReason::ALL.map(|reason| self.shed_counter(source, reason)))
                 .collect(),
-        });
-        handles.units_in_use.set(pending.in_use as f64);
-        // Every source's series at its count so far (0 for most), so it reads 0,
-        // not "No data".
-        for (source, counter) in &handles.shed_total {
-            let shed = pending
-                .sheds
-                .iter()
-                .find(|(label, _)| label == source)
-                .map_or(0, |(_, n)| *n);
-            counter.absolute(shed);
+        };
+        // Every series exists from now on: the gauge at 0 until the hand-over adds
+        // the units counted so far, every counter at 0 until its sheds are added.
+        resolved.units_in_use.increment(0.0);
+        for counter in resolved.shed_total.iter() {
+            counter.absolute(0);
         }
+        // Published before the marks `hand_over` sets, so an event that finds a
+        // mark finds the handles.
+        let handles = self.handles.get_or_init(|| resolved);
+        state.hand_over(handles);
+        // Pairs with the fence in `on_capacity`: either the load in `show_capacity`
+        // sees a capacity stored before that fence, or that thread sees the handles
+        // and shows it itself.
+        fence(Ordering::SeqCst);
+        state.show_capacity(&handles.capacity_units);
         handles
     }
 
-    /// An event while no handles are resolved: count it, then resolve if a
-    /// recorder is now in force; otherwise emit it through the facade (which
-    /// reaches a zero-sized recorder of the application's, if that is what is in
-    /// force).
+    /// An event while no handles were resolved (as this thread last saw): count
+    /// it; then, if handles exist or a recorder is now in force, the count goes
+    /// (or went) to them with the hand-over, and the event's observation is
+    /// recorded; otherwise the event is emitted through the facade (which reaches a
+    /// zero-sized recorder of the application's, if that is what is in force).
     fn unresolved(&self, event: Event) {
-        let mut pending = self.lock_pending();
-        if let Some(handles) = self.handles.get() {
-            // Resolved while this thread waited for the lock.
-            drop(pending);
-            Self::apply(handles, event, self);
+        let Some(state) = self.state.get() else {
+            // Before any `on_start`: nothing to catch up with later.
+            self.through_facade(event);
             return;
-        }
-        match event {
-            Event::Admit { units, .. } => pending.in_use += units,
-            Event::Release { units, .. } => pending.in_use = pending.in_use.saturating_sub(units),
-            Event::Shed { source } => match pending.sheds.iter_mut().find(|(l, _)| *l == source) {
-                Some((_, n)) => *n += 1,
-                None => pending.sheds.push((source, 1)),
-            },
-        }
-        if recorder_in_force() {
-            let handles = self.resolve(&pending);
-            // The gauge and counters now include this event; its observation is left.
-            match event {
+        };
+        let counted = state.count(event);
+        let handles = match self.handles.get() {
+            Some(handles) => handles,
+            None if recorder_in_force() => self.resolve(state),
+            None => {
+                self.through_facade(event);
+                return;
+            }
+        };
+        match counted {
+            // Counted before the hand-over: the counts went with it (or go with it,
+            // in the thread resolving right now, together with the admission of any
+            // units this event releases). The observation is left.
+            Counted::Pending => match event {
                 Event::Admit { waited, .. } => handles.wait_seconds.record(waited.as_secs_f64()),
                 Event::Release { held, .. } => handles.hold_seconds.record(held.as_secs_f64()),
                 Event::Shed { .. } => {}
-            }
-            return;
+            },
+            Counted::HandedOver | Counted::NoSlot => self.apply(handles, event),
         }
-        drop(pending);
+    }
+
+    /// An event through the facade's macros, to whatever recorder is in force.
+    fn through_facade(&self, event: Event) {
         let n = &self.names;
         match event {
             Event::Admit { units, waited } => {
@@ -275,12 +456,12 @@ impl MetricsObserver {
                 metrics::gauge!(n.units_in_use.clone()).decrement(units as f64);
                 metrics::histogram!(n.hold_seconds.clone()).record(held.as_secs_f64());
             }
-            Event::Shed { source } => self.shed_counter(source).increment(1),
+            Event::Shed { source, reason } => self.shed_counter(source, reason).increment(1),
         }
     }
 
     /// An event on resolved handles.
-    fn apply(h: &Handles, event: Event, this: &Self) {
+    fn apply(&self, h: &Handles, event: Event) {
         match event {
             Event::Admit { units, waited } => {
                 h.units_in_use.increment(units as f64);
@@ -290,11 +471,11 @@ impl MetricsObserver {
                 h.units_in_use.decrement(units as f64);
                 h.hold_seconds.record(held.as_secs_f64());
             }
-            Event::Shed { source } => {
-                match h.shed_total.iter().find(|(label, _)| *label == source) {
-                    Some((_, counter)) => counter.increment(1),
+            Event::Shed { source, reason } => {
+                match self.state.get().and_then(|s| s.slot(source, reason)) {
+                    Some(slot) => h.shed_total[slot].increment(1),
                     // A label the source type did not list at start: still counted.
-                    None => this.shed_counter(source).increment(1),
+                    None => self.shed_counter(source, reason).increment(1),
                 }
             }
         }
@@ -302,7 +483,7 @@ impl MetricsObserver {
 
     fn event(&self, event: Event) {
         match self.handles.get() {
-            Some(handles) => Self::apply(handles, event, self),
+            Some(handles) => self.apply(handles, event),
             None => self.unresolved(event),
         }
     }
@@ -310,26 +491,25 @@ impl MetricsObserver {
 
 impl admit::Observer for MetricsObserver {
     fn on_start(&self, capacity: usize, sources: &[&'static str]) {
-        let mut pending = self.lock_pending();
-        pending.capacity = capacity;
-        if pending.sources.is_empty() {
-            pending.sources = sources.to_vec();
+        let mut first = false;
+        let state = self.state.get_or_init(|| {
+            first = true;
+            State::new(capacity, sources)
+        });
+        if !first {
+            // A second gate on this observer: the labels and handles stay the first
+            // one's; the capacity is the last reported.
+            state.capacity.store(capacity, Ordering::Release);
         }
-        if self.handles.get().is_some() {
-            // A second gate on this observer: the handles stay the first one's.
+        if let Some(handles) = self.handles.get() {
             self.describe();
-            metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
+            state.show_capacity(&handles.capacity_units);
         } else if recorder_in_force() {
-            self.resolve(&pending);
+            self.resolve(state);
         } else {
             // No recorder yet: describe and register through the facade anyway (a
             // zero-sized recorder of the application's gets them), and wait for one.
-            self.describe();
-            let n = &self.names;
-            metrics::gauge!(n.capacity_units.clone()).set(capacity as f64);
-            for &source in sources {
-                self.shed_counter(source).absolute(0);
-            }
+            self.register_through_facade(state);
         }
     }
 
@@ -341,14 +521,28 @@ impl admit::Observer for MetricsObserver {
         self.event(Event::Release { units, held });
     }
 
-    fn on_shed(
-        &self,
-        source: &'static str,
-        _units: usize,
-        _waited: Duration,
-        _reason: admit::ShedReason,
-    ) {
-        self.event(Event::Shed { source });
+    fn on_shed(&self, source: &'static str, _units: usize, _waited: Duration, reason: ShedReason) {
+        self.event(Event::Shed { source, reason });
+    }
+
+    fn on_capacity(&self, capacity: usize) {
+        let Some(state) = self.state.get() else {
+            metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
+            return;
+        };
+        state.capacity.store(capacity, Ordering::Release);
+        // Pairs with the fence in `resolve`: a resolver whose `show_capacity` missed
+        // this store published its handles before that fence, so they are seen here.
+        fence(Ordering::SeqCst);
+        match self.handles.get() {
+            Some(handles) => state.show_capacity(&handles.capacity_units),
+            None if recorder_in_force() => {
+                self.resolve(state);
+            }
+            None => {
+                metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
+            }
+        }
     }
 }
 

@@ -29,6 +29,7 @@ const PROMQL: &[&str] = &[
     "histogram_quantile",
     "le",
     "source",
+    "reason",
     "__rate_interval",
     "m",
 ];
@@ -172,4 +173,21 @@ fn the_dashboard_uses_its_variables_for_the_datasource_and_the_prefix() {
         "the prefix is a variable"
     );
     assert!(DASHBOARD.contains("\"uid\": \"${datasource}\""));
+}
+
+/// Sheds are shown per call site and per reason (`wait_budget` | `queue_full`), so an
+/// operator sees which limit bites.
+#[test]
+fn the_dashboard_shows_sheds_by_source_and_by_reason() {
+    let mut queries = Vec::new();
+    exprs(&serde_json::from_str(DASHBOARD).unwrap(), &mut queries);
+    for label in ["source", "reason"] {
+        assert!(
+            queries
+                .iter()
+                .any(|q| q.contains(&format!("sum by ({label})"))
+                    && q.contains("${prefix}_shed_total")),
+            "no panel of the sheds by {label}: {queries:?}"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use admit::{Gate, GateError};
 use admit_metrics::MetricsObserver;
 use admit_tokio::TokioTimer;
 use metrics_util::debugging::DebuggingRecorder;
-use support::{counter, gauge, histogram, read};
+use support::{counter, gauge, histogram, read, sheds};
 
 admit::sources! {
     /// Call sites of the tests.
@@ -54,7 +54,9 @@ fn a_new_gate_reads_capacity_and_zeros_for_every_source() {
     assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
     assert_eq!(gauge(&m, "uploads_units_in_use"), 0.0);
     for source in ["upload", "mirror", "scrub"] {
-        assert_eq!(counter(&m, "uploads_shed_total", source), 0, "{source}");
+        for reason in ["wait_budget", "queue_full"] {
+            assert_eq!(counter(&m, "uploads_shed_total", source, reason), 0);
+        }
     }
 }
 
@@ -91,9 +93,13 @@ fn gauge_histograms_and_shed_counter_follow_the_gate() {
     assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
     assert_eq!(histogram(&m, "uploads_hold_seconds"), vec![6.0]);
     assert_eq!(histogram(&m, "uploads_wait_seconds"), vec![0.0, 0.0]);
-    assert_eq!(counter(&m, "uploads_shed_total", "upload"), 1);
-    assert_eq!(counter(&m, "uploads_shed_total", "mirror"), 0);
-    assert_eq!(counter(&m, "uploads_shed_total", "scrub"), 0);
+    assert_eq!(
+        counter(&m, "uploads_shed_total", "upload", "wait_budget"),
+        1
+    );
+    assert_eq!(sheds(&m, "uploads_shed_total", "upload"), 1);
+    assert_eq!(sheds(&m, "uploads_shed_total", "mirror"), 0);
+    assert_eq!(sheds(&m, "uploads_shed_total", "scrub"), 0);
 }
 
 #[test]
@@ -120,5 +126,46 @@ fn wait_seconds_records_how_long_an_admitted_caller_waited() {
     assert_eq!(histogram(&m, "uploads_wait_seconds"), vec![0.0, 1.5]);
     assert_eq!(histogram(&m, "uploads_hold_seconds"), vec![1.5]);
     assert_eq!(gauge(&m, "uploads_units_in_use"), 2.0);
-    assert_eq!(counter(&m, "uploads_shed_total", "mirror"), 0);
+    assert_eq!(sheds(&m, "uploads_shed_total", "mirror"), 0);
+}
+
+#[test]
+fn queue_full_sheds_are_told_apart_and_a_resize_moves_the_capacity_gauge() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _held = run(&recorder, async {
+        let gate = admit_tokio::gate(2)
+            .wait_budget(BUDGET)
+            .max_waiters(1)
+            .observer(MetricsObserver::new("uploads"))
+            .build()
+            .unwrap();
+        let held = gate.acquire(2, Route::Upload).await.unwrap();
+        let parked = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.acquire(1, Route::Mirror).await }
+        });
+        while gate.waiters() == 0 {
+            tokio::task::yield_now().await;
+        }
+        // One parked already: the next is shed at once, for the queue, not the budget.
+        let started = tokio::time::Instant::now();
+        assert!(gate.acquire(1, Route::Scrub).await.unwrap_err().is_shed());
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        // The parked one outlives its budget: a wait-budget shed.
+        assert!(parked.await.unwrap().unwrap_err().is_shed());
+
+        gate.resize(5).unwrap();
+        held
+    });
+    let m = read(&snapshotter);
+    assert_eq!(counter(&m, "uploads_shed_total", "scrub", "queue_full"), 1);
+    assert_eq!(counter(&m, "uploads_shed_total", "scrub", "wait_budget"), 0);
+    assert_eq!(
+        counter(&m, "uploads_shed_total", "mirror", "wait_budget"),
+        1
+    );
+    assert_eq!(counter(&m, "uploads_shed_total", "mirror", "queue_full"), 0);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 5.0);
+    assert_eq!(gauge(&m, "uploads_units_in_use"), 2.0);
 }

@@ -26,6 +26,15 @@
 //! })?;
 //! # Ok::<(), admit::ConfigError>(())
 //! ```
+//!
+//! [`spawn_memory_follower`] keeps a gate's capacity in step with the container's
+//! memory limit (in-place pod resizing), as a task on smol's global executor.
+//!
+//! # Features
+//!
+//! | Feature | Default | Explanation |
+//! |---|---|---|
+//! | `spawn` | yes | [`spawn_memory_follower`], on smol's global executor: brings in the `smol` crate. Without it the crate needs only `async-io`, and the follower can be spawned on any executor as `executor.spawn(gate.follow_memory_limit(..))`. |
 
 use core::future::Future;
 use core::pin::Pin;
@@ -150,6 +159,67 @@ impl Future for Sleep {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// Spawns, on smol's global executor ([`smol::spawn`]), a task that keeps `gate`'s
+/// capacity in step with the process's memory limit:
+/// [`admit::Gate::follow_memory_limit`]. Every `interval` (on the gate's clock) it
+/// reads the cgroup memory limit (v2 `memory.max`, then v1) and resizes the gate to
+/// `budget(limit)`, as [`admit::Gate::resize`] does: a memory-derived capacity is
+/// floored at the gate's `max_units`; growing serves parked requests at once,
+/// shrinking revokes no held permit. A read that finds no limit, or a capacity
+/// `resize` refuses, leaves the gate as it is. The observer hears each change
+/// ([`on_capacity`](admit::Observer::on_capacity): `admit-metrics` moves its
+/// `capacity_units` gauge).
+///
+/// Opt-in: nothing follows the limit unless this is called. The task ends by itself
+/// at the first tick after the gate is closed (e.g. by [`admit::Gate::drain`]).
+///
+/// **Keep the returned task, or [`detach`](smol::Task::detach) it: dropping a smol
+/// task cancels it** (unlike a Tokio `JoinHandle`).
+///
+/// On an [`Executor`](smol::Executor) of your own, spawn the same future there:
+/// `ex.spawn(gate.follow_memory_limit(interval, budget))`; to follow a limit from
+/// elsewhere (a configuration service, a test), spawn
+/// [`admit::Gate::follow_limit`] with its own reader.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admit::Capacity;
+///
+/// admit::sources! { pub enum Route { Upload => "upload", Mirror => "mirror" } }
+///
+/// const SESSION_BUFFER: u64 = 8 << 20;
+///
+/// smol::block_on(async {
+///     // Half of the container's limit for session buffers (1 GiB without a limit).
+///     let budget = |limit: u64| Capacity::from_memory_budget(limit / 2, SESSION_BUFFER);
+///     let limit = admit::process_memory_limit().unwrap_or(2 << 30);
+///     let gate = admit_smol::gate::<Route>(budget(limit)).max_units(2).build()?;
+///
+///     // Re-read the limit every 30 s and resize from it, for the life of the process.
+///     admit_smol::spawn_memory_follower(&gate, Duration::from_secs(30), budget).detach();
+///
+///     // At shutdown: the drain closes the gate, and the follower ends at its next tick.
+///     let _ = gate.drain(Duration::from_secs(10)).await;
+///     Ok::<(), admit::ConfigError>(())
+/// })?;
+/// # Ok::<(), admit::ConfigError>(())
+/// ```
+#[cfg(feature = "spawn")]
+pub fn spawn_memory_follower<S, O, B>(
+    gate: &Gate<S, O>,
+    interval: Duration,
+    budget: B,
+) -> smol::Task<()>
+where
+    S: admit::Source,
+    O: admit::Observer,
+    B: Fn(u64) -> Capacity + Send + 'static,
+{
+    smol::spawn(gate.follow_memory_limit(interval, budget))
 }
 
 /// Every public type is `Send + Sync`, checked at compile time.

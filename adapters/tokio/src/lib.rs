@@ -25,10 +25,13 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [`spawn_memory_follower`] keeps a gate's capacity in step with the container's
+//! memory limit (in-place pod resizing), as a task on the Tokio runtime.
 
 use core::time::Duration;
 
-use admit::{Capacity, GateBuilder, Timer};
+use admit::{Capacity, GateBuilder, Observer, Source, Timer};
 use tokio::time::Instant;
 
 /// A gate on Tokio's clock: [`admit::Gate`] with its timer set to [`TokioTimer`], so that
@@ -62,7 +65,7 @@ pub type Gate<S, O> = admit::Gate<S, TokioTimer, O>;
 /// [`admit::Gate::builder`] with a [`TokioTimer`] (origin: now) already set: configure the rest
 /// and [`build`](GateBuilder::build).
 ///
-/// `S` is the gate's [`Source`](admit::Source) type, usually inferred from the gate's
+/// `S` is the gate's [`Source`] type, usually inferred from the gate's
 /// use or given as `gate::<Route>(..)`. Call it inside the runtime whose clock the
 /// gate should follow (see [`TokioTimer`]).
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, TokioTimer, ()> {
@@ -143,6 +146,68 @@ impl Timer for TokioTimer {
             None => tokio::time::sleep(Duration::MAX),
         }
     }
+}
+
+/// Spawns, on the current Tokio runtime, a task that keeps `gate`'s capacity in step
+/// with the process's memory limit: [`admit::Gate::follow_memory_limit`]. Every
+/// `interval` (on the gate's clock) it reads the cgroup memory limit (v2
+/// `memory.max`, then v1) and resizes the gate to `budget(limit)`, as
+/// [`admit::Gate::resize`] does: a memory-derived capacity is floored at the gate's
+/// `max_units`; growing serves parked requests at once, shrinking revokes no held
+/// permit. A read that finds no limit, or a capacity `resize` refuses, leaves the
+/// gate as it is. The observer hears each change
+/// ([`on_capacity`](admit::Observer::on_capacity): `admit-metrics` moves its
+/// `capacity_units` gauge).
+///
+/// Opt-in: nothing follows the limit unless this is called. The task ends by itself
+/// at the first tick after the gate is closed (e.g. by [`admit::Gate::drain`]); the
+/// handle can also [`abort`](tokio::task::JoinHandle::abort) it. Dropping the
+/// handle detaches the task, as for any Tokio task.
+///
+/// To follow a limit from elsewhere (a configuration service, a test), spawn
+/// [`admit::Gate::follow_limit`] with its own reader.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, as [`tokio::spawn`]; and the task panics if the runtime
+/// has no time driver.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use admit::Capacity;
+///
+/// admit::sources! { pub enum Route { Upload => "upload", Mirror => "mirror" } }
+///
+/// const SESSION_BUFFER: u64 = 8 << 20;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), admit::ConfigError> {
+/// // Half of the container's limit for session buffers (1 GiB without a limit).
+/// let budget = |limit: u64| Capacity::from_memory_budget(limit / 2, SESSION_BUFFER);
+/// let limit = admit::process_memory_limit().unwrap_or(2 << 30);
+/// let gate = admit_tokio::gate::<Route>(budget(limit)).max_units(2).build()?;
+///
+/// // Re-read the limit every 30 s and resize from it.
+/// let _follower = admit_tokio::spawn_memory_follower(&gate, Duration::from_secs(30), budget);
+///
+/// // At shutdown: the drain closes the gate, and the follower ends at its next tick.
+/// let _ = gate.drain(Duration::from_secs(10)).await;
+/// # Ok(())
+/// # }
+/// ```
+pub fn spawn_memory_follower<S, O, B>(
+    gate: &Gate<S, O>,
+    interval: Duration,
+    budget: B,
+) -> tokio::task::JoinHandle<()>
+where
+    S: Source,
+    O: Observer,
+    B: Fn(u64) -> Capacity + Send + 'static,
+{
+    tokio::spawn(gate.follow_memory_limit(interval, budget))
 }
 
 /// Every public type is `Send + Sync`, checked at compile time.

@@ -363,3 +363,131 @@ async fn a_handler_answers_a_refusal_with_question_mark() {
     send_get(&mut client, "/export", false).await;
     assert!(read_all(&mut client).await.ends_with("exported\n"));
 }
+
+/// An axum server whose graceful shutdown drains the gate first, as
+/// `docs/tower.md` shows: on the signal, the gate stops admitting, the sessions in
+/// flight get `grace`, and the drain's report goes to the test; then axum stops
+/// accepting and closes its connections.
+struct DrainingServer {
+    addr: SocketAddr,
+    bodies: mpsc::UnboundedReceiver<Sender<Bytes>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    drained: tokio::sync::oneshot::Receiver<Result<(), admit::DrainTimeout<Route>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+async fn draining_server(gate: &TestGate, grace: Duration) -> DrainingServer {
+    let (tx, bodies) = mpsc::unbounded_channel();
+    let app = App {
+        gate: gate.clone(),
+        bodies: tx,
+    };
+    let router = Router::new()
+        .route("/upload", post(upload))
+        .route("/mirror", post(upload))
+        .route("/download", get(download))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(AdmitLayer::new(gate.clone(), decide))
+        .with_state(app);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (report, drained) = tokio::sync::oneshot::channel();
+    let gate = gate.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<PeerWatch>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = stopped.await; // the binary: SIGTERM / Ctrl-C
+            let _ = report.send(gate.drain(grace).await);
+        })
+        .await
+        .unwrap();
+    });
+    DrainingServer {
+        addr,
+        bodies,
+        stop,
+        drained,
+        server,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_drains_the_gate_while_the_sessions_in_flight_finish() {
+    let (gate, counting) = gate(2, Duration::from_secs(600));
+    let mut server = draining_server(&gate, Duration::from_secs(600)).await;
+
+    // A download session in flight (its permit lives until its body ends), and a
+    // mirror parked behind it.
+    let mut download = connect(server.addr).await;
+    send_get(&mut download, "/download", false).await;
+    let tx = tokio::time::timeout(SAFETY_NET, server.bodies.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut download, &mut seen, "\r\n\r\n").await;
+    let mut mirror = connect(server.addr).await;
+    send_upload_head(&mut mirror, "/mirror").await;
+    parked(&gate, 1).await;
+
+    server.stop.send(()).unwrap();
+    // The parked request ends at once: 503 without Retry-After, not a shed.
+    let answer = read_all(&mut mirror).await;
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    assert!(
+        !answer.to_ascii_lowercase().contains("retry-after"),
+        "{answer}"
+    );
+    // During the drain: new uploads get the same, bypassed routes still answer.
+    let mut late = connect(server.addr).await;
+    send_upload_head(&mut late, "/upload").await;
+    let answer = read_all(&mut late).await;
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    let mut health = connect(server.addr).await;
+    send_get(&mut health, "/healthz", false).await;
+    assert!(read_all(&mut health).await.ends_with("ok\n"));
+    assert_eq!(gate.in_use(), 1, "the download still holds its unit");
+
+    // The session in flight finishes: its unit comes home, and the drain with it.
+    drop(tx);
+    let rest = read_all(&mut download).await;
+    assert!(rest.ends_with("0\r\n\r\n"), "{rest:?}");
+    let drained = tokio::time::timeout(SAFETY_NET, server.drained)
+        .await
+        .expect("the drain ends when the last unit is back")
+        .unwrap();
+    assert_eq!(drained, Ok(()));
+    tokio::time::timeout(SAFETY_NET, server.server)
+        .await
+        .expect("axum's graceful shutdown completes")
+        .unwrap();
+    assert_eq!(counting.shed(), 0, "a shutdown sheds nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grace_period_that_ends_first_reports_the_sessions_it_cut() {
+    let (gate, counting) = gate(2, Duration::from_secs(600));
+    let grace = Duration::from_millis(200);
+    let mut server = draining_server(&gate, grace).await;
+    let mut download = connect(server.addr).await;
+    send_get(&mut download, "/download", false).await;
+    let _tx = tokio::time::timeout(SAFETY_NET, server.bodies.recv())
+        .await
+        .unwrap()
+        .unwrap();
+
+    server.stop.send(()).unwrap();
+    let cut = tokio::time::timeout(SAFETY_NET, server.drained)
+        .await
+        .expect("the grace period ends the drain")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(cut.held(), &[(Route::Upload, 1)]);
+    assert!(cut.to_string().ends_with("still held: upload 1"), "{cut}");
+    assert_eq!(counting.shed(), 0);
+    server.server.abort(); // the cut session would hold axum's shutdown open
+}

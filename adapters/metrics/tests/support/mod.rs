@@ -16,51 +16,75 @@ pub struct Series {
     pub value: DebugValue,
 }
 
-/// Series by (name, `source` label or ""). Reading resets the recorder's counters and
-/// gauges, so each test reads once, at the point it checks.
-pub fn read(snapshotter: &Snapshotter) -> HashMap<(String, String), Series> {
+/// A series' identity: its name and its `source` and `reason` labels ("" when
+/// absent).
+pub type Key = (String, String, String);
+
+/// Series by [`Key`]. Reading resets the recorder's counters and gauges, so each
+/// test reads once, at the point it checks.
+pub fn read(snapshotter: &Snapshotter) -> HashMap<Key, Series> {
     snapshotter
         .snapshot()
         .into_vec()
         .into_iter()
         .map(|(ck, unit, desc, value)| {
             let (kind, key) = ck.into_parts();
-            let source = key
-                .labels()
-                .find(|l| l.key() == "source")
-                .map_or(String::new(), |l| l.value().to_owned());
+            let label = |name: &str| {
+                key.labels()
+                    .find(|l| l.key() == name)
+                    .map_or(String::new(), |l| l.value().to_owned())
+            };
             let series = Series {
                 kind,
                 unit,
                 described: desc.is_some_and(|d| !d.is_empty()),
                 value,
             };
-            ((key.name().to_owned(), source), series)
+            (
+                (key.name().to_owned(), label("source"), label("reason")),
+                series,
+            )
         })
         .collect()
 }
 
-pub fn get<'a>(m: &'a HashMap<(String, String), Series>, name: &str, source: &str) -> &'a Series {
-    m.get(&(name.to_owned(), source.to_owned()))
-        .unwrap_or_else(|| panic!("no series {name}{{source={source:?}}} in {m:#?}"))
+fn key(name: &str, source: &str, reason: &str) -> Key {
+    (name.to_owned(), source.to_owned(), reason.to_owned())
 }
 
-pub fn gauge(m: &HashMap<(String, String), Series>, name: &str) -> f64 {
-    match get(m, name, "").value {
+/// The series `name{source, reason}` ("" for an absent label).
+pub fn get<'a>(m: &'a HashMap<Key, Series>, name: &str, source: &str, reason: &str) -> &'a Series {
+    m.get(&key(name, source, reason)).unwrap_or_else(|| {
+        panic!("no series {name}{{source={source:?}, reason={reason:?}}} in {m:#?}")
+    })
+}
+
+pub fn gauge(m: &HashMap<Key, Series>, name: &str) -> f64 {
+    match get(m, name, "", "").value {
         DebugValue::Gauge(v) => v.into_inner(),
         ref other => panic!("{name} is not a gauge: {other:?}"),
     }
 }
 
-pub fn counter(m: &HashMap<(String, String), Series>, name: &str, source: &str) -> u64 {
-    match get(m, name, source).value {
+/// The counter `name{source, reason}`.
+pub fn counter(m: &HashMap<Key, Series>, name: &str, source: &str, reason: &str) -> u64 {
+    match get(m, name, source, reason).value {
         DebugValue::Counter(v) => v,
         ref other => panic!("{name} is not a counter: {other:?}"),
     }
 }
 
-pub fn histogram(m: &HashMap<(String, String), Series>, name: &str) -> Vec<f64> {
-    match &get(m, name, "").value {
+/// The sheds of `source` for every reason: `sum by (source)`. Every reason's
+/// series must exist.
+pub fn sheds(m: &HashMap<Key, Series>, name: &str, source: &str) -> u64 {
+    admit::ShedReason::ALL
+        .iter()
+        .map(|reason| counter(m, name, source, reason.label()))
+        .sum()
+}
+
+pub fn histogram(m: &HashMap<Key, Series>, name: &str) -> Vec<f64> {
+    match &get(m, name, "", "").value {
         DebugValue::Histogram(v) => v.iter().map(|x| x.into_inner()).collect(),
         other => panic!("{name} is not a histogram: {other:?}"),
     }
