@@ -119,8 +119,8 @@ async fn until_waiters(gate: &TestGate, n: usize) {
     }
 }
 
-/// Units held per source by the gate's own count: the truth, even above a lowered
-/// capacity (where `in_use()` reads at most the capacity).
+/// Units held, summed over the gate's per-source count: what `in_use()` reads too,
+/// even above a lowered capacity.
 fn held(gate: &TestGate) -> usize {
     gate.held_by_source().iter().map(|&(_, n)| n).sum()
 }
@@ -226,8 +226,9 @@ async fn growing_serves_parked_requests_at_once_in_fifo_order() {
     tokio::task::yield_now().await;
     assert_eq!((gate.capacity(), gate.waiters()), (3, 2));
     assert_eq!(gate.resize(5), Ok(3));
-    // Both served by the resize itself, before either task ran again.
-    assert_eq!((gate.waiters(), gate.in_use()), (0, 5));
+    // Both served by the resize itself, before either task ran again (their
+    // permits exist once they run).
+    assert_eq!((gate.waiters(), gate.in_use()), (0, 2));
     let first = first.await.unwrap().unwrap();
     let second = second.await.unwrap().unwrap();
     let mut events = rec.take();
@@ -264,21 +265,21 @@ async fn shrinking_retires_units_as_they_return_and_grants_nothing_past_the_new_
     assert_eq!(gate.resize(2), Ok(4));
     assert_eq!((gate.capacity(), held(&gate)), (2, 4));
     assert_eq!(rec.ledger(), (4, 2), "the capacity gauge follows at once");
-    assert!(gate.in_use() <= gate.capacity());
+    assert_eq!(gate.in_use(), held(&gate));
 
     // Two come back and retire: 2 still held, the new capacity; the waiter waits.
     for _ in 0..2 {
         drop(holders.pop());
         tokio::task::yield_now().await;
         assert_eq!(gate.waiters(), 1, "nothing granted while units are owed");
-        assert!(gate.in_use() <= gate.capacity());
+        assert_eq!(gate.in_use(), held(&gate));
     }
     assert_eq!(held(&gate), 2);
     // The third comes back to a free place: the waiter gets it.
     drop(holders.pop());
     let granted = waiter.await.unwrap().unwrap();
     assert_eq!((held(&gate), gate.capacity()), (2, 2));
-    assert!(gate.in_use() <= gate.capacity());
+    assert_eq!(gate.in_use(), held(&gate));
     assert!(gate.try_acquire(1, Route::Upload).unwrap_err().is_shed());
     assert!(rec.violations().is_empty(), "{:?}", rec.violations());
     drop((granted, holders));

@@ -14,10 +14,11 @@ use crate::loom::sync::Ordering;
 use crate::{Capacity, ConfigError, Drain, Gate, Observer, Source, Timer};
 
 impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
-    /// Shuts the gate down gracefully: closes it (parked acquires end with
-    /// [`GateError::Closed`](crate::GateError::Closed), later ones fail at once;
-    /// nothing is counted as a shed), then waits until every unit is back or
-    /// `grace` has passed on the gate's timer.
+    /// Shuts the gate down gracefully: closes it at once, when called (parked
+    /// acquires end with [`GateError::Closed`](crate::GateError::Closed), later ones
+    /// fail at once; nothing is counted as a shed), and returns a future that waits
+    /// until every unit is back or `grace` has passed on the gate's timer, counted
+    /// from the call.
     ///
     /// # Errors
     ///
@@ -67,7 +68,11 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         let capacity = resolve_capacity(capacity.into(), self.inner.max_units)?;
         let previous = self.inner.semaphore.set_capacity(capacity);
         if previous != capacity {
-            self.inner.observer.on_capacity(capacity);
+            // The capacity now, not the one asked for: of two resizes that race,
+            // the observer's last word is then the capacity in force.
+            self.inner
+                .observer
+                .on_capacity(self.inner.semaphore.capacity());
         }
         Ok(previous)
     }
@@ -76,7 +81,8 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
 #[cfg(feature = "std")]
 impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// Keeps the capacity in step with the process's memory limit: every
-    /// `interval` (on the gate's timer) it reads the limit (cgroup v2, then v1:
+    /// `interval` (on the gate's timer; the first read one interval after the
+    /// first poll, since the gate was just sized) it reads the limit (cgroup v2, then v1:
     /// [`process_memory_limit`](crate::process_memory_limit)) and resizes the gate to
     /// `budget(limit)` (see [`resize`](Self::resize)). A read that finds no limit,
     /// or a capacity `resize` refuses, leaves the gate as it is. The future ends
@@ -268,7 +274,9 @@ impl<S: Source> DrainTimeout<S> {
 
 impl<S: Source> fmt::Display for DrainTimeout<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "drain cut short with {} units still held", self.units())?;
+        let units = self.units();
+        let plural = if units == 1 { "" } else { "s" };
+        write!(f, "drain cut short with {units} unit{plural} still held")?;
         for (i, (source, units)) in self.held.iter().enumerate() {
             let sep = if i == 0 { ": " } else { ", " };
             write!(f, "{sep}{} {units}", source.label())?;
