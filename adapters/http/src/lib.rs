@@ -1,34 +1,4 @@
-//! Maps an [`admit::GateError`] to the HTTP response a server should write: a status
-//! code and, for a shed, a `Retry-After` header.
-//!
-//! ```
-//! use std::time::Duration;
-//! use admit::GateError;
-//! use http::{header::RETRY_AFTER, Response, StatusCode};
-//!
-//! let err = GateError::Busy { retry_after: Duration::from_millis(1200) };
-//! let (status, retry_after) = admit_http::response_parts(&err).expect("a shed is answered");
-//! let mut builder = Response::builder().status(status);
-//! if let Some(value) = retry_after {
-//!     builder = builder.header(RETRY_AFTER, value);
-//! }
-//! let response = builder.body(err.to_string()).unwrap();
-//! assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-//! assert_eq!(response.headers()[RETRY_AFTER], "2"); // whole seconds, rounded up
-//!
-//! // The caller went away: nothing is written.
-//! assert_eq!(admit_http::response_parts(&GateError::Cancelled), None);
-//! ```
-//!
-//! | [`GateError`] | status | `Retry-After` |
-//! |---|---|---|
-//! | `Busy { retry_after }` | 503 | `retry_after` in whole seconds, rounded up, never 0 |
-//! | `ExceedsCapacity` | 503 | none: a server configuration fault, retrying will not help |
-//! | `Closed` | 503 | none: the server is shutting down |
-//! | `Cancelled` | nothing is written | — |
-//!
-//! The messages are the core's [`Display`](core::fmt::Display) of [`GateError`]; this
-//! crate adds none of its own. `From<GateError> for std::io::Error` lives in the core.
+#![doc = include_str!("../README.md")]
 
 use admit::{whole_seconds_up, GateError};
 use http::{HeaderValue, StatusCode};

@@ -1,88 +1,4 @@
-//! An [`admit::Observer`] that reports a gate through the [`metrics`] facade, under a
-//! metric-name prefix of the caller's.
-//!
-//! ```
-//! use admit_metrics::MetricsObserver;
-//!
-//! admit::sources! {
-//!     /// Where an upload session is opened.
-//!     pub enum Route { NpmPublish => "npm_publish", CargoPublish => "cargo_publish" }
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), admit::ConfigError> {
-//! // The application installs its recorder (e.g. a Prometheus exporter) first.
-//! let gate = admit_tokio::gate(8)
-//!     .max_units(2)
-//!     .observer(MetricsObserver::new("upload_sessions"))
-//!     .build()?; // describes the metrics; upload_sessions_capacity_units = 8,
-//!                // upload_sessions_shed_total{source=...,reason=...} = 0 for
-//!                // both routes and both reasons
-//! let permit = gate.acquire(2, Route::NpmPublish).await.unwrap(); // units_in_use = 2
-//! drop(permit); // units_in_use = 0; the hold time goes to hold_seconds
-//! gate.resize(6)?; // capacity_units = 6
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # Metrics
-//!
-//! | metric | kind | labels | unit | meaning |
-//! |---|---|---|---|---|
-//! | `<prefix>_units_in_use` | gauge | — | count | units held now |
-//! | `<prefix>_capacity_units` | gauge | — | count | the gate's capacity in force: the denominator; follows [`Gate::resize`](admit::Gate::resize) and forgotten permits |
-//! | `<prefix>_hold_seconds` | histogram | — | seconds | how long units were held, observed at release |
-//! | `<prefix>_wait_seconds` | histogram | — | seconds | how long admitted callers waited |
-//! | `<prefix>_shed_total` | counter | `source`, `reason` | count | callers shed (`GateError::Busy`), per call site and per [`ShedReason`] |
-//!
-//! The `reason` label tells the limit that turned a caller away:
-//! `wait_budget` (its wait budget or ceiling expired, or a `try_acquire` found no
-//! unit free) or `queue_full` (the gate's
-//! [`max_waiters`](admit::GateBuilder::max_waiters) requests were already parked:
-//! shed at once). `sum by (source)` gives the sheds per call site, `sum by (reason)`
-//! which limit bites.
-//!
-//! Every metric is described (`describe_*`, with its [`Unit`]) when the gate starts,
-//! the capacity gauge is set then, and every source × reason shed counter is
-//! registered at 0, so a dashboard reads 0 rather than "No data" before the first
-//! shed.
-//!
-//! # When the recorder is installed
-//!
-//! A library only emits; the application installs the recorder. This observer
-//! resolves its metric handles against the recorder in force when the gate starts
-//! it (in `Gate::builder(..).build()`) and keeps them: each later event is then a
-//! single update on a stored handle, with no name formatting, key hashing or
-//! registry lookup. In tests, build the gate inside [`metrics::with_local_recorder`];
-//! the handles keep reporting to that recorder after the closure returns.
-//!
-//! **A recorder installed after the gate was built is caught up, not missed.** When
-//! no recorder is in force at start (the `metrics` facade's no-op one), the observer
-//! keeps its own count of units in use, of the capacity and of sheds per source and
-//! reason, and looks for a recorder at each event. At the first event that finds one,
-//! it describes the metrics there, sets the capacity gauge, brings `units_in_use` to
-//! the units held at that moment and each `shed_total` series to the sheds counted so
-//! far (0 for the others), records that event, and from then on reports to it through
-//! resolved handles. What the late recorder cannot get back: the wait and hold
-//! observations of the events before it (the histograms start at its installation).
-//!
-//! Until a recorder appears, an event costs an atomic compare-and-swap on the
-//! observer's count and a recorder look-up, and takes no lock. The thread that finds
-//! the recorder publishes the handles, then swaps each count out for a "handed over"
-//! mark and adds it to them; an event that finds the mark goes to the handles
-//! itself. So no event is lost or counted twice while the recorder appears, and a
-//! release whose count is still on its way is on its way together with the
-//! admission of its units: a scrape still never reads more units in use than the
-//! gate holds. The one wait is once in the observer's life: threads resolving at
-//! the same instant wait for the first to store its handles (a move, under
-//! [`OnceLock`]).
-//!
-//! (The no-op recorder is recognised as the zero-sized recorder `metrics` falls back
-//! to; a zero-sized recorder of your own is treated the same way and still receives
-//! every event, through the facade's macros rather than stored handles.)
-//!
-//! Use one observer per gate: the handles are those of the first gate that starts
-//! it, and the capacity gauge is the last one reported by any of them.
+#![doc = include_str!("../README.md")]
 
 use core::sync::atomic::{fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use core::time::Duration;
@@ -546,9 +462,8 @@ impl admit::Observer for MetricsObserver {
     }
 }
 
-/// Every public type is `Send + Sync`, checked at compile time.
-#[allow(dead_code)]
-fn assert_send_sync() {
+// Every public type is `Send + Sync`, checked at compile time.
+const _: fn() = || {
     fn check<T: Send + Sync>() {}
     check::<MetricsObserver>();
-}
+};

@@ -1,40 +1,5 @@
-//! A [`Timer`] over [`async_io::Timer`], so an [`admit`] gate's wait budget runs on
-//! smol, or on any executor, since async-io drives its own timers.
-//!
-//! ```
-//! use std::time::Duration;
-//! use admit::{GateError, Timer};
-//!
-//! admit::sources! {
-//!     /// Where an upload session is opened.
-//!     pub enum Route { NpmPublish => "npm_publish" }
-//! }
-//!
-//! smol::block_on(async {
-//!     let gate = admit_smol::gate(1)
-//!         .wait_budget(Duration::from_millis(10))
-//!         .build()?;
-//!     let permit = gate.acquire(1, Route::NpmPublish).await.unwrap();
-//!
-//!     // The gate is full: the next caller waits the budget, then is shed.
-//!     let parked_at = gate.timer().now();
-//!     let err = gate.acquire(1, Route::NpmPublish).await.unwrap_err();
-//!     assert!(matches!(err, GateError::Busy { .. }));
-//!     assert!(gate.timer().now() >= parked_at + Duration::from_millis(10));
-//!     drop(permit);
-//!     Ok::<(), admit::ConfigError>(())
-//! })?;
-//! # Ok::<(), admit::ConfigError>(())
-//! ```
-//!
-//! [`spawn_memory_follower`] keeps a gate's capacity in step with the container's
-//! memory limit (in-place pod resizing), as a task on smol's global executor.
-//!
-//! # Features
-//!
-//! | Feature | Default | Explanation |
-//! |---|---|---|
-//! | `spawn` | yes | [`spawn_memory_follower`], on smol's global executor: brings in the `smol` crate. Without it the crate needs only `async-io`, and the follower can be spawned on any executor as `executor.spawn(gate.follow_memory_limit(..))`. |
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use core::future::Future;
 use core::pin::Pin;
@@ -84,7 +49,7 @@ pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, SmolTimer, ()> {
 ///     assert!(timer.now() >= Duration::from_millis(5));
 /// });
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SmolTimer {
     origin: Instant,
 }
@@ -222,10 +187,11 @@ where
     smol::spawn(gate.follow_memory_limit(interval, budget))
 }
 
-/// Every public type is `Send + Sync`, checked at compile time.
-#[allow(dead_code)]
-fn assert_send_sync() {
+// Every public type is `Send + Sync`, checked at compile time.
+const _: fn() = || {
     fn check<T: Send + Sync>() {}
+    admit::sources! { enum Route { R => "r" } }
     check::<SmolTimer>();
     check::<Sleep>();
-}
+    check::<Gate<Route, ()>>();
+};

@@ -1,33 +1,4 @@
-//! A [`Timer`] over [`tokio::time`], so an [`admit`] gate's wait budget runs on
-//! Tokio's clock, including the paused clock of `#[tokio::test(start_paused = true)]`.
-//!
-//! ```
-//! use std::time::Duration;
-//! use admit::GateError;
-//!
-//! admit::sources! {
-//!     /// Where an upload session is opened.
-//!     pub enum Route { NpmPublish => "npm_publish" }
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), admit::ConfigError> {
-//! let gate = admit_tokio::gate(1).wait_budget(Duration::from_secs(5)).build()?;
-//! let permit = gate.acquire(1, Route::NpmPublish).await.unwrap();
-//!
-//! // The gate is full: the next caller waits the 5 s budget (virtual time here),
-//! // then is shed with a Retry-After.
-//! let started = tokio::time::Instant::now();
-//! let err = gate.acquire(1, Route::NpmPublish).await.unwrap_err();
-//! assert!(matches!(err, GateError::Busy { .. }));
-//! assert_eq!(started.elapsed(), Duration::from_secs(5));
-//! drop(permit);
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! [`spawn_memory_follower`] keeps a gate's capacity in step with the container's
-//! memory limit (in-place pod resizing), as a task on the Tokio runtime.
+#![doc = include_str!("../README.md")]
 
 use core::time::Duration;
 
@@ -101,7 +72,7 @@ pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, TokioTimer, ()> 
 ///
 /// The future returned by [`Timer::sleep_until`] panics when polled outside a Tokio
 /// runtime with the time driver enabled, like every `tokio::time` sleep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TokioTimer {
     origin: Instant,
 }
@@ -210,9 +181,10 @@ where
     tokio::spawn(gate.follow_memory_limit(interval, budget))
 }
 
-/// Every public type is `Send + Sync`, checked at compile time.
-#[allow(dead_code)]
-fn assert_send_sync() {
+// Every public type is `Send + Sync`, checked at compile time.
+const _: fn() = || {
     fn check<T: Send + Sync>() {}
+    admit::sources! { enum Route { R => "r" } }
     check::<TokioTimer>();
-}
+    check::<Gate<Route, ()>>();
+};

@@ -3,6 +3,10 @@
 /// The caller's decision for one request, made from its head
 /// ([`http::request::Parts`]) before the body is touched.
 ///
+/// Non-exhaustive: a later version may add a decision (and fields to
+/// [`Admit`](Self::Admit)), so build one with [`Decision::admit`] or
+/// [`Decision::Bypass`], and match it with a wildcard arm.
+///
 /// # Examples
 ///
 /// ```
@@ -26,12 +30,16 @@
 /// assert_eq!(decide(&head), Decision::admit(2, Route::Mirror));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Decision<S> {
     /// Wait (up to the gate's budget, or the request's [`WaitCeiling`](crate::WaitCeiling))
     /// for `units` units on behalf of `source`, then call the inner service holding them.
+    ///
+    /// Built with [`Decision::admit`].
+    #[non_exhaustive]
     Admit {
-        /// Units the request holds while its response is produced and sent. Must
-        /// not be 0.
+        /// Units the request holds while its response is produced and sent. Never
+        /// 0: [`Decision::admit`] checks it.
         units: usize,
         /// The call site, for the gate's metrics.
         source: S,

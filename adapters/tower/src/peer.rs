@@ -195,6 +195,7 @@ where
 pin_project! {
     /// The future of [`PeerWatchService`].
     #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
     pub struct PeerWatchFuture<F> {
         #[pin]
         inner: F,

@@ -96,7 +96,7 @@ impl std::error::Error for ClientGone {}
 /// # let _ = export;
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rejection {
     error: GateError,
 }
@@ -127,9 +127,11 @@ impl fmt::Display for Rejection {
     }
 }
 
+/// Transparent: the message is the gate error's own, so the gate error is not
+/// reported again as the source (an error report would print it twice).
 impl std::error::Error for Rejection {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        std::error::Error::source(&self.error)
     }
 }
 

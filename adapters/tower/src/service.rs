@@ -123,6 +123,7 @@ where
 {
     /// Admits every request through `gate`, with the units and source (or bypass)
     /// that `decide` picks from the request's head.
+    #[must_use]
     pub fn new<T: Timer, O: Observer>(gate: Gate<S, T, O>, decide: D) -> Self {
         Self {
             shared: Arc::new(Shared {
@@ -342,6 +343,7 @@ pin_project! {
     ///
     /// Dropping it while parked counts nothing and frees the request's place in
     /// the queue; dropping it after admission returns the units.
+    #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<Svc, B, S, D>
     where
         Svc: Service<Request<B>>,

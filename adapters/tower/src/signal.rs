@@ -66,6 +66,7 @@ pub struct HangUp {
 impl HangUp {
     /// A signal whose [`wait`](Self::wait) is a fresh future from `make`, which
     /// must complete once the client has gone.
+    #[must_use]
     pub fn new<F, Fut>(make: F) -> Self
     where
         F: Fn() -> Fut + Send + Sync + 'static,
