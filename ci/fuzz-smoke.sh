@@ -6,7 +6,8 @@
 #
 # Needs a nightly toolchain and cargo-fuzz:
 #   rustup toolchain install nightly && cargo install cargo-fuzz
-# Without them it prints why it is skipping and exits 0.
+# Without them it fails: a check that cannot run is not a pass (.ci/run installs
+# both).
 #
 # The corpus is also replayed on stable by `cargo test -p admit --test fuzz_corpus`,
 # which needs neither.
@@ -16,9 +17,9 @@ cd "$(dirname "$0")/../fuzz"
 secs="${FUZZ_SECS:-30}"
 
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-    echo "fuzz-smoke: SKIPPED: 'cargo +nightly fuzz' is not available" \
-        "(rustup toolchain install nightly && cargo install cargo-fuzz)"
-    exit 0
+    echo "fuzz-smoke: 'cargo +nightly fuzz' is not available" \
+        "(rustup toolchain install nightly && cargo install cargo-fuzz)" >&2
+    exit 1
 fi
 
 for target in $(cargo +nightly fuzz list); do

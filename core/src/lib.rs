@@ -37,9 +37,8 @@ pub use semaphore::{
 #[cfg(feature = "alloc")]
 pub use semaphore::{AcquireOwned, OwnedPermit};
 
-/// Every public type is `Send + Sync`, checked at compile time.
-#[allow(dead_code)]
-fn assert_send_sync() {
+// Every public type is `Send + Sync`, checked at compile time.
+const _: fn() = || {
     fn check<T: Send + Sync>() {}
     check::<Semaphore>();
     check::<Permit<'_>>();
@@ -83,4 +82,4 @@ fn assert_send_sync() {
     sources! {
         enum Src { Only => "only" }
     }
-}
+};

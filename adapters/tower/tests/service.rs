@@ -339,6 +339,10 @@ fn rejection_and_debug_output() {
         .response()
         .is_none());
     assert!(format!("{rejection}").contains("retry after 3s"));
+    // Transparent: the message is the gate error's, so the gate error is not also
+    // its source (an error report would print the message twice).
+    assert_eq!(format!("{rejection}"), format!("{busy}"));
+    assert!(std::error::Error::source(&rejection).is_none());
     let decision = Decision::admit(2, Route::Mirror);
     assert_eq!(
         format!("{decision:?}"),

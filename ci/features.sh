@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Every feature combination of the core builds and passes its tests (cargo-hack's
+# feature powerset; `default` is `std`, so it is not a combination of its own).
+# The adapters' combinations are built in ci/minimal-versions.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo hack test -p admit --feature-powerset --exclude-features default
