@@ -23,6 +23,8 @@ struct CountingAlloc;
 
 thread_local! {
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    /// Allocations made minus allocations freed, on this thread.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
 }
 
 // SAFETY: delegates to the system allocator; the counter is a const-initialised
@@ -30,10 +32,12 @@ thread_local! {
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        let _ = LIVE.try_with(|n| n.set(n.get() + 1));
         // SAFETY: forwarded with the caller's layout.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let _ = LIVE.try_with(|n| n.set(n.get() - 1));
         // SAFETY: forwarded with the caller's pointer and layout.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -46,6 +50,39 @@ fn allocations_in(f: impl FnOnce()) -> usize {
     let before = ALLOCATIONS.with(Cell::get);
     f();
     ALLOCATIONS.with(Cell::get) - before
+}
+
+/// Allocations `f` left alive (made and not freed) on this thread.
+fn left_alive_by(f: impl FnOnce()) -> isize {
+    let before = LIVE.with(Cell::get);
+    f();
+    LIVE.with(Cell::get) - before
+}
+
+#[test]
+fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
+    // A holder that never releases and callers that give up: no release ever asks
+    // for service, so the parkers must let the cancelled nodes go, or the memory
+    // grows with every caller that timed out.
+    let sem = Semaphore::new(1);
+    let held = sem.try_acquire(1).unwrap();
+    let callers = if cfg!(miri) { 200 } else { 10_000 };
+    let alive = left_alive_by(|| {
+        for _ in 0..callers {
+            let mut fut = std::pin::pin!(sem.acquire(1));
+            assert!(fut
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
+        }
+    });
+    assert!(
+        alive <= 1,
+        "{alive} nodes still allocated after {callers} cancels"
+    );
+    drop(held);
+    assert_eq!(sem.available(), 1);
+    assert_eq!(sem.waiters(), 0);
 }
 
 #[test]

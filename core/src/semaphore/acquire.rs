@@ -97,12 +97,12 @@ impl Request {
     }
 
     /// Called from the future's `Drop`: gives back whatever the request holds.
-    pub(crate) fn cancel(&mut self, semaphore: &Semaphore) {
-        if self.phase == Phase::Parked {
-            let (Some(node), Some(share)) = (self.slot.get(), self.slot.share()) else {
-                unreachable!("a parked request has a node")
-            };
-            semaphore.cancel(node, share);
+    pub(crate) fn cancel(self: Pin<&mut Self>, semaphore: &Semaphore) {
+        // SAFETY: `slot` is structurally pinned, as in `poll`; nothing is moved.
+        let this = unsafe { self.get_unchecked_mut() };
+        if this.phase == Phase::Parked {
+            // SAFETY: as above.
+            semaphore.cancel(unsafe { Pin::new_unchecked(&mut this.slot) });
         }
     }
 }
@@ -148,7 +148,9 @@ impl<'a> Future for Acquire<'a> {
 impl Drop for Acquire<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.request.cancel(self.semaphore);
+        // SAFETY: a future's drop is its last use: the request is dropped in place
+        // right after, never moved (the pinned-drop guarantee).
+        unsafe { Pin::new_unchecked(&mut self.request) }.cancel(self.semaphore);
     }
 }
 
@@ -206,7 +208,9 @@ mod owned {
     impl Drop for AcquireOwned {
         #[inline]
         fn drop(&mut self) {
-            self.request.cancel(&self.semaphore);
+            // SAFETY: a future's drop is its last use: the request is dropped in
+            // place right after, never moved (the pinned-drop guarantee).
+            unsafe { Pin::new_unchecked(&mut self.request) }.cancel(&self.semaphore);
         }
     }
 

@@ -82,7 +82,9 @@ impl Future for Drain<'_> {
 
 impl Drop for Drain<'_> {
     fn drop(&mut self) {
-        self.request.cancel(self.semaphore);
+        // SAFETY: a future's drop is its last use: the request is dropped in place
+        // right after, never moved (the pinned-drop guarantee).
+        unsafe { Pin::new_unchecked(&mut self.request) }.cancel(self.semaphore);
     }
 }
 

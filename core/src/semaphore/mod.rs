@@ -24,12 +24,15 @@
 //!   `QUEUED | ARRIVED`. Then ask for service only if the join found the semaphore
 //!   closed, or found nobody queued and the units free (they came back between the
 //!   refused fast path and the join), or the node already resolved (a server took
-//!   it before the join).
+//!   it before the join), or cancelled nodes waiting to be freed with nobody
+//!   serving (so that, with every unit held and callers giving up, the memory
+//!   held stays bounded by the requests parked at once).
 //! - **Re-poll**: swap the waker in the node ([`Waiter::register`]), no lock.
 //! - **Cancel** (a parked future dropped): CAS the node's phase to `CANCELLED`; if
-//!   that wins, push the node onto the cancelled stack and ask for service (the
-//!   node may have been the head blocking others); if a grant won, release the
-//!   units; if a close won, nothing.
+//!   that wins, push the node onto the cancelled stack, handing the future's share
+//!   of it to the server with the entry, and ask for service if a unit is free
+//!   (the node may have been the head blocking others); if a grant won, release
+//!   the units; if a close won, nothing.
 //! - **Close**: `fetch_or(CLOSED)`, and ask for service if `QUEUED` was set.
 //! - **Serve** (the role holder): clear `ARRIVED`, take both stacks, link the
 //!   arrivals in push order, unlink the cancelled, then grant from the head while
@@ -96,6 +99,7 @@ mod waiter;
 mod wake_list;
 
 use core::fmt;
+use core::pin::Pin;
 use core::ptr::NonNull;
 use core::task::{Poll, Waker};
 
@@ -117,7 +121,7 @@ use crate::mechanism::Mechanism;
 use padded::CachePadded;
 use queue::WaitQueue;
 use state::{available, Refused, State, CLOSED, QUEUED, RETIRING};
-use waiter::{status, Waiter};
+use waiter::{status, NodeSlot, Waiter};
 
 /// A counting semaphore with weighted, all-or-nothing, first-in-first-out acquires.
 ///
@@ -376,7 +380,12 @@ impl Semaphore {
         // A server may have taken the node from the arrivals, granted it and
         // cleared `QUEUED` before our join set it again: serve to clear it.
         let resolved = node.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
-        if closed || units_back || resolved {
+        // Cancelled nodes wait on their stack for a server; with no unit coming
+        // back (a stuck holder, callers timing out) parkers are the only ones left
+        // to serve, so one that finds the role free lets them go: the memory held
+        // stays bounded by the requests parked at once.
+        let reclaim = self.queue.reclaim_due();
+        if closed || units_back || resolved || reclaim {
             self.queue.serve(&self.state);
         }
         node.phase()
@@ -384,12 +393,20 @@ impl Semaphore {
 
     /// Gives up a parked node (its future is being dropped): whatever it holds
     /// goes back.
-    pub(crate) fn cancel(&self, node: &Waiter, queue_share: NonNull<Waiter>) {
-        match node.cancel() {
+    ///
+    /// The node is named by pointer, not reference: once a won cancel is pushed,
+    /// the server may free the node at any moment (with `alloc`, the owner's share
+    /// goes with the cancel entry), so nothing here may still borrow it.
+    pub(crate) fn cancel(&self, slot: Pin<&mut NodeSlot>) {
+        let node = slot.share().expect("a parked request has a node");
+        // SAFETY: the slot still holds the owner's share.
+        let (phase, units) = unsafe { (node.as_ref().cancel(), node.as_ref().units) };
+        match phase {
             status::WAITING => {
                 // SAFETY: our cancel won.
-                let waker = unsafe { node.take_cancelled_waker() };
-                self.queue.push_cancelled(queue_share);
+                let waker = unsafe { node.as_ref().take_cancelled_waker() };
+                slot.hand_over();
+                self.queue.push_cancelled(node);
                 // It may have been the head, blocking requests that fit in the free
                 // units (Go's canceled-waiter-at-the-front bug): then serve. With no
                 // unit free nobody behind it fits, and the next release serves
@@ -407,8 +424,8 @@ impl Semaphore {
                 drop(waker); // user code, after all our work
             }
             // A drain waiter (0 units) holds nothing to give back.
-            status::GRANTED if node.units != 0 && Mechanism::CancelReleasesGrant.on() => {
-                self.release(node.units);
+            status::GRANTED if units != 0 && Mechanism::CancelReleasesGrant.on() => {
+                self.release(units);
             }
             _ => {}
         }

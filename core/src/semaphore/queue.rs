@@ -34,7 +34,9 @@ use core::ptr::{self, NonNull};
 
 use super::padded::CachePadded;
 use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
-use super::waiter::{release_queue_ref, status, Links, Place, StackLink, Waiter};
+use super::waiter::{
+    release_cancelled, release_queue_ref, status, Links, Place, StackLink, Waiter,
+};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
@@ -155,6 +157,14 @@ impl WaitQueue {
             node,
             unsafe { node.as_ref() }.next_cancelled(),
         );
+    }
+
+    /// Whether cancelled nodes wait to be let go and nobody is serving: two
+    /// loads, a hint (a serve is always safe, and a missed one is made by the next
+    /// parker or release).
+    pub(crate) fn reclaim_due(&self) -> bool {
+        !self.cancelled.load(Ordering::Relaxed).is_null()
+            && self.role.word.load(Ordering::Relaxed) == 0
     }
 
     /// A shrink posts `units` for the server to retire; the caller then sets
@@ -334,7 +344,7 @@ impl WaitQueue {
                     }
                 }
                 if Mechanism::ReleaseShare.on() {
-                    release_queue_ref(n);
+                    release_cancelled(n);
                 }
             }
         }

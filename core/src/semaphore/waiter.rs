@@ -26,7 +26,9 @@
 //! Two owners: the acquire future and the queue (from the push onto the arrivals
 //! stack until the server lets go). With `alloc` the node is an `Arc` and the
 //! queue's share is a leaked strong count, so a dropped future leaves at once, never
-//! waiting for the server. Without `alloc` the node lives inside the pinned future
+//! waiting for the server. A future whose cancel won hands its own share over
+//! with the cancel entry instead of dropping it: the server then holds both and
+//! frees the node when it takes the entry, and the canceller touches no count. Without `alloc` the node lives inside the pinned future
 //! and the queue's share is the `QUEUE_REF` bit: the future's drop spins until the
 //! server clears it, the one place the crate waits for another thread (see
 //! docs/design.md, "Progress").
@@ -371,6 +373,24 @@ pub(crate) unsafe fn release_queue_ref(node: NonNull<Waiter>) {
         .fetch_and(!status::QUEUE_REF, Ordering::Release);
 }
 
+/// The server lets go of a node taken from the cancelled stack. With `alloc` the
+/// entry carries the owner's share too ([`NodeSlot::hand_over`]): both go, and
+/// the node is the server's alone to free.
+///
+/// # Safety
+/// As [`release_queue_ref`]; `node` came off the cancelled stack, which the
+/// server took with `Acquire` (the owner's last touch was before its push).
+pub(crate) unsafe fn release_cancelled(node: NonNull<Waiter>) {
+    #[cfg(feature = "alloc")]
+    // SAFETY: the owner's share, handed over with the entry (and not used by the
+    // owner since): one of the two strong counts the server now holds.
+    unsafe {
+        Arc::decrement_strong_count(node.as_ptr().cast_const());
+    }
+    // SAFETY: the queue's own share, as in `release_queue_ref`.
+    unsafe { release_queue_ref(node) };
+}
+
 /// An acquire future's hold on its node: none until it parks.
 ///
 /// With `alloc` the node is allocated at the park, once; without, it is part of
@@ -420,6 +440,17 @@ impl NodeSlot {
         // SAFETY: `Arc::into_raw` never returns null.
         unsafe { NonNull::new_unchecked(queue) }
     }
+
+    /// After a won cancel, just before its push: the owner's share goes with the
+    /// cancel entry, so the owner leaves without a reference-count update and the
+    /// server, which lets go of both ([`release_cancelled`]), frees the node
+    /// without waiting for anyone.
+    pub(crate) fn hand_over(self: Pin<&mut Self>) {
+        // SAFETY: as in `park`: the Arc itself is not pinned.
+        let node = unsafe { self.get_unchecked_mut() }.node.take();
+        // The strong count stays, owned by the entry from now on.
+        let _ = node.map(Arc::into_raw);
+    }
 }
 
 /// Without `alloc`: the node is inline and the future is pinned.
@@ -465,6 +496,11 @@ impl NodeSlot {
         this.parked = true;
         NonNull::from(&this.node)
     }
+
+    /// After a won cancel: nothing to hand over, the node is the future's own
+    /// memory, and its drop waits for the queue to let go (`QUEUE_REF`).
+    #[inline]
+    pub(crate) fn hand_over(self: Pin<&mut Self>) {}
 }
 
 #[cfg(not(feature = "alloc"))]
