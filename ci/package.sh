@@ -22,4 +22,11 @@ for crate in "${PUBLISHED[@]}"; do
   mv "$dir/crates/$crate"-[0-9]* "$dir/crates/$crate"
 done
 (cd "$dir" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR/downstream" cargo test --doc)
+# The core's model checkers are its dev-dependencies: a dependent never locks them.
+for checker in loom shuttle; do
+  if grep -qx "name = \"$checker\"" "$dir/Cargo.lock"; then
+    echo "package: a dependent's Cargo.lock holds $checker" >&2
+    exit 1
+  fi
+done
 echo "package: ${#PUBLISHED[@]} crates packaged and verified; the README examples pass against the packages"
