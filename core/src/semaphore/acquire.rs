@@ -60,31 +60,24 @@ impl Request {
     }
 
     /// Polls the request against `semaphore`, which must be the same on every call.
+    ///
+    /// Inlined into the future's `poll`: a first poll that is granted at once is
+    /// the fast path's one CAS and nothing else; everything else is out of line.
+    #[inline(always)]
     pub(crate) fn poll(
         self: Pin<&mut Self>,
         semaphore: &Semaphore,
         cx: &Context<'_>,
     ) -> Poll<Result<(), AcquireError>> {
-        // SAFETY: `slot` is only ever used pinned (below), the other fields are
-        // plain data, and nothing is moved out.
+        // SAFETY: `slot` is only ever used pinned (in `refused`), the other fields
+        // are plain data, and nothing is moved out.
         let this = unsafe { self.get_unchecked_mut() };
         let poll = match this.phase {
             Phase::Idle => match Self::fast_path(semaphore, this.units) {
                 Ok(()) => Poll::Ready(Ok(())),
-                Err(TryAcquireError::Closed) => Poll::Ready(Err(AcquireError::Closed)),
-                Err(TryAcquireError::ExceedsCapacity(e)) => {
-                    Poll::Ready(Err(AcquireError::ExceedsCapacity(e)))
-                }
-                Err(TryAcquireError::NoUnits) => {
-                    // A waker clone is user code: made before anything is shared.
-                    let waker = cx.waker().clone();
-                    // SAFETY: `slot` is structurally pinned: `this` came from a pin.
-                    let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
-                    let share = slot.park(this.units, waker);
-                    this.phase = Phase::Parked;
-                    let node = this.slot.get().expect("parked");
-                    // SAFETY: `share` is the queue's share of `node`, fresh.
-                    semaphore.outcome(unsafe { semaphore.join(node, share) }, this.units)
+                Err(refusal) => {
+                    // SAFETY: `this` came from a pin and is not moved.
+                    unsafe { Pin::new_unchecked(&mut *this) }.refused(semaphore, refusal, cx)
                 }
             },
             Phase::Parked => semaphore.repoll(this.slot.get().expect("parked"), cx.waker()),
@@ -96,7 +89,37 @@ impl Request {
         poll
     }
 
+    /// A first poll the fast path refused: fails at once, or parks.
+    #[inline(never)]
+    fn refused(
+        self: Pin<&mut Self>,
+        semaphore: &Semaphore,
+        refusal: TryAcquireError,
+        cx: &Context<'_>,
+    ) -> Poll<Result<(), AcquireError>> {
+        // SAFETY: as in `poll`.
+        let this = unsafe { self.get_unchecked_mut() };
+        match refusal {
+            TryAcquireError::Closed => Poll::Ready(Err(AcquireError::Closed)),
+            TryAcquireError::ExceedsCapacity(e) => {
+                Poll::Ready(Err(AcquireError::ExceedsCapacity(e)))
+            }
+            TryAcquireError::NoUnits => {
+                // A waker clone is user code: made before anything is shared.
+                let waker = cx.waker().clone();
+                // SAFETY: `slot` is structurally pinned: `this` came from a pin.
+                let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
+                let share = slot.park(this.units, waker);
+                this.phase = Phase::Parked;
+                let node = this.slot.get().expect("parked");
+                // SAFETY: `share` is the queue's share of `node`, fresh.
+                semaphore.outcome(unsafe { semaphore.join(node, share) }, this.units)
+            }
+        }
+    }
+
     /// Called from the future's `Drop`: gives back whatever the request holds.
+    #[inline]
     pub(crate) fn cancel(self: Pin<&mut Self>, semaphore: &Semaphore) {
         // SAFETY: `slot` is structurally pinned, as in `poll`; nothing is moved.
         let this = unsafe { self.get_unchecked_mut() };
