@@ -120,6 +120,20 @@ fn memory_derived_capacity_is_floored_at_max_units() {
 }
 
 #[test]
+fn resolved_capacity_is_what_the_gate_gets() {
+    fn builder(capacity: impl Into<Capacity>) -> GateBuilder<Src, NoTimer, ()> {
+        Gate::builder(capacity)
+    }
+    // The builder says the capacity before building, floor included.
+    let floored = builder(Capacity::from_memory_budget(100, 100)).max_units(3);
+    assert_eq!(floored.resolved_capacity(), 3);
+    let derived = builder(Capacity::from_memory_budget(1000, 100)).max_units(3);
+    assert_eq!(derived.resolved_capacity(), 10);
+    assert_eq!(build(derived).unwrap().capacity(), 10);
+    assert_eq!(builder(7).resolved_capacity(), 7);
+}
+
+#[test]
 fn memory_derived_capacity_saturates_and_builds() {
     let gate = build(Gate::builder(Capacity::from_memory_budget(u64::MAX, 1))).unwrap();
     assert_eq!(gate.capacity(), Semaphore::MAX_UNITS);

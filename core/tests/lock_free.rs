@@ -86,6 +86,28 @@ fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
 }
 
 #[test]
+fn dropping_the_semaphore_frees_the_cancelled_nodes_it_still_holds() {
+    // A cancel with no unit free leaves its node for the next serving pass; if the
+    // semaphore goes first (its last permit leaked), its drop must free the node.
+    let alive = left_alive_by(|| {
+        let sem = Semaphore::new(1);
+        std::mem::forget(sem.try_acquire(1).unwrap());
+        {
+            let mut fut = std::pin::pin!(sem.acquire(1));
+            assert!(fut
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
+        } // cancelled here, with no unit free: no serving pass
+        drop(sem);
+    });
+    assert_eq!(
+        alive, 0,
+        "the semaphore's drop left a cancelled node allocated"
+    );
+}
+
+#[test]
 fn uncontended_paths_do_not_allocate() {
     let sem = Semaphore::new(4);
     let waker = Waker::noop();
