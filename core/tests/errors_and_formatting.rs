@@ -10,7 +10,9 @@ use std::io::ErrorKind;
 use std::sync::Arc;
 use std::time::Duration;
 
-use admit::{whole_seconds_up, Capacity, ExceedsCapacity, Gate, GateError, Semaphore};
+use admit::{
+    whole_seconds_up, Capacity, ExceedsCapacity, Gate, GateError, Semaphore, ShedReason, Source,
+};
 use support::{ManualTimer, Src};
 
 const OVERSIZE: ExceedsCapacity = ExceedsCapacity {
@@ -135,6 +137,41 @@ fn gate_and_builder_debug_their_configuration() {
         format!("{gate:?}"),
         "Gate { capacity: 4, in_use: 1, waiters: 0, wait_budget: 2s, closed: false, .. }"
     );
+    assert_eq!(
+        format!("{:?}", gate.drain(Duration::from_secs(1))),
+        "GateDrain { in_use: 1, .. }"
+    );
+}
+
+#[test]
+fn shed_reasons_have_stable_labels() {
+    // Metric label values: an operator's dashboards and alerts name them.
+    let labels: Vec<_> = ShedReason::ALL.iter().map(|r| r.label()).collect();
+    assert_eq!(labels, ["wait_budget", "queue_full"]);
+}
+
+#[test]
+fn a_hand_written_source_finds_its_index_by_label() {
+    // `sources!` implements `index` directly; a hand-written `Source` gets the
+    // default, which looks the label up in `ALL`.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Tier {
+        Free,
+        Paid,
+        Internal,
+    }
+    impl Source for Tier {
+        const ALL: &'static [Self] = &[Tier::Free, Tier::Paid, Tier::Internal];
+        fn label(self) -> &'static str {
+            match self {
+                Tier::Free => "free",
+                Tier::Paid => "paid",
+                Tier::Internal => "internal",
+            }
+        }
+    }
+    let indices: Vec<_> = Tier::ALL.iter().map(|t| t.index()).collect();
+    assert_eq!(indices, [0, 1, 2]);
 }
 
 #[test]

@@ -274,6 +274,28 @@ fn a_blocking_acquire_queues_with_async_callers_and_sheds_on_its_budget() {
 }
 
 #[test]
+fn a_blocking_acquire_waits_for_a_release_within_its_budget() {
+    let (gate, _timer, rec) = gate(2);
+    let held = gate.try_acquire(2, Src::Upload).unwrap();
+    let blocked = {
+        let gate = gate.clone();
+        std::thread::spawn(move || gate.acquire_blocking(1, Src::Mirror).map(|p| p.source()))
+    };
+    // Hand-off: the thread is parked in the queue (its budget is 5 s), or it gave
+    // up at once, which the join below reports.
+    while gate.waiters() < 1 && !blocked.is_finished() {
+        std::thread::yield_now();
+    }
+    drop(held);
+    assert_eq!(
+        blocked.join().unwrap().expect("granted by the release"),
+        Src::Mirror
+    );
+    assert_eq!(rec.total_sheds(), 0);
+    assert_eq!((gate.in_use(), gate.waiters()), (0, 0));
+}
+
+#[test]
 fn the_memory_follower_resizes_on_each_interval_until_closed() {
     let (gate, timer, rec) = gate(4);
     let limit = Arc::new(AtomicU64::new(8 << 20));
