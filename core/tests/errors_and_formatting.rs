@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admit::{
-    whole_seconds_up, Capacity, ExceedsCapacity, Gate, GateError, Semaphore, ShedReason, Source,
+    whole_seconds_up, AcquireTimeoutError, Capacity, ExceedsCapacity, Gate, GateError, Semaphore,
+    ShedReason, Source,
 };
 use support::{ManualTimer, Src};
 
@@ -106,6 +107,24 @@ fn semaphore_types_debug_their_units() {
     assert_eq!(
         format!("{:?}", sem.clone().try_acquire_owned(3).unwrap()),
         "OwnedPermit { units: 3, .. }"
+    );
+    let drain = format!("{:?}", sem.drain());
+    assert!(
+        drain.starts_with("Drain { semaphore: Semaphore {"),
+        "{drain}"
+    );
+}
+
+#[test]
+fn a_blocking_acquire_timeout_says_what_happened() {
+    assert_eq!(
+        AcquireTimeoutError::TimedOut.to_string(),
+        "the deadline passed before the units were granted"
+    );
+    assert_eq!(AcquireTimeoutError::Closed.to_string(), "semaphore closed");
+    assert_eq!(
+        AcquireTimeoutError::ExceedsCapacity(OVERSIZE).to_string(),
+        OVERSIZE.to_string()
     );
 }
 

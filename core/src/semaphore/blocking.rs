@@ -20,10 +20,6 @@ impl Wake for Unpark {
     fn wake(self: Arc<Self>) {
         self.0.unpark();
     }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
 }
 
 /// Polls futures on the current thread and parks it between polls.
