@@ -9,6 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export RUSTFLAGS="--cfg admit_loom"
 export CARGO_TARGET_DIR="$PWD/target-loom"
 export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
+export CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true
 # A larger bound may be asked for; a smaller one would weaken the models.
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 if ! [[ "$LOOM_MAX_PREEMPTIONS" =~ ^[0-9]+$ ]] || ((LOOM_MAX_PREEMPTIONS < 3)); then

@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export RUSTFLAGS="--cfg admit_shuttle"
 export CARGO_TARGET_DIR="$PWD/target-shuttle"
 export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
+export CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true
 export SHUTTLE_ITERATIONS="${SHUTTLE_ITERATIONS:-2000}"
 set -x
 cargo test -p admit --lib --release "$@"

@@ -154,6 +154,10 @@ fn a_forget_racing_a_shrink_settles_exactly() {
         let capacity = sem.capacity();
         assert!(capacity <= 1, "capacity {capacity}");
         assert_eq!(sem.available(), capacity, "units left over or owed");
+        // Nothing is still owed: a grow is free in full (a debt left over, or one
+        // wrapped below zero, would retire the grown units).
+        sem.set_capacity(2);
+        assert_eq!(sem.available(), 2, "a debt outlived the settlement");
         block_on(sem.drain());
     });
 }
