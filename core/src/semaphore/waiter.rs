@@ -365,12 +365,22 @@ pub(crate) unsafe fn release_queue_ref(node: NonNull<Waiter>) {
     // this takes it back, once (the caller's contract).
     drop(unsafe { Arc::from_raw(node.as_ptr().cast_const()) });
     #[cfg(not(feature = "alloc"))]
-    // SAFETY: the owner's drop waits for this bit before the memory goes, so the
-    // node is valid here. `Release`: everything the queue did to the node
-    // happens-before the owner's `Acquire` read of the cleared bit.
-    unsafe { node.as_ref() }
-        .status
-        .fetch_and(!status::QUEUE_REF, Ordering::Release);
+    {
+        // Under loom, stand in for this last touch being a use of the node's
+        // memory: a read of the server's cell, which loom reports as a race with
+        // the owner's stand-in for freeing it (`NodeSlot::drop`) if the owner could
+        // get there first.
+        #[cfg(all(test, admit_loom))]
+        // SAFETY: the server's cell; the owner writes it only after this bit is
+        // clear (the drop's wait), which the read below comes before.
+        unsafe { node.as_ref() }.links.with(|_| ());
+        // SAFETY: the owner's drop waits for this bit before the memory goes, so the
+        // node is valid here. `Release`: everything the queue did to the node
+        // happens-before the owner's `Acquire` read of the cleared bit.
+        unsafe { node.as_ref() }
+            .status
+            .fetch_and(!status::QUEUE_REF, Ordering::Release);
+    }
 }
 
 /// The server lets go of a node taken from the cancelled stack. With `alloc` the
