@@ -161,3 +161,31 @@ fn a_forget_racing_a_shrink_settles_exactly() {
         block_on(sem.drain());
     });
 }
+
+/// Two shrinks and a forget: after the first shrink one unit is still owed; the
+/// forget of units held above the capacity races the second shrink, so its
+/// settlement may exceed a debt that is still partly owed (the second shrink not
+/// yet posted). What it gives back is the excess over that debt, no more: at the
+/// end nothing is free beyond the capacity, and nothing is still owed.
+#[test]
+fn a_forget_settles_a_debt_still_partly_owed() {
+    loom::model(|| {
+        let sem = Arc::new(Semaphore::new(4));
+        let held = sem.clone().try_acquire_owned(3).unwrap();
+        sem.set_capacity(2); // the free unit retires; one more is owed
+        assert_eq!(sem.available(), 0);
+        let shrinker = {
+            let sem = sem.clone();
+            thread::spawn(move || {
+                sem.set_capacity(0);
+            })
+        };
+        held.forget();
+        shrinker.join().unwrap();
+        assert_eq!(sem.capacity(), 0);
+        assert_eq!(sem.available(), 0, "units left over or owed");
+        sem.set_capacity(2);
+        assert_eq!(sem.available(), 2, "a debt outlived the settlement");
+        block_on(sem.drain());
+    });
+}
