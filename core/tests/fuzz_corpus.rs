@@ -64,14 +64,12 @@ fn corpus(target: &str) -> impl Iterator<Item = Vec<u8>> {
 fn random_sweep() {
     let mut total = Stats::default();
     for data in random_inputs(0x9e37_79b9_7f4a_7c15, scaled(2_000)) {
-        let outcome = std::panic::catch_unwind(|| replay_bytes(&data));
-        match outcome {
-            Ok(Some(stats)) => add(&mut total, &stats),
-            Ok(None) => {}
-            Err(panic) => {
-                eprintln!("sweep input failed: {data:02x?}");
-                std::panic::resume_unwind(panic);
-            }
+        let replayed = replay_or_say(
+            || replay_bytes(&data),
+            || format!("sweep input failed: {data:02x?}"),
+        );
+        if let Some(stats) = replayed {
+            add(&mut total, &stats);
         }
     }
     assert_reaches_everything(&total, "sweep");
@@ -83,18 +81,28 @@ fn random_sweep() {
 fn gate_random_sweep() {
     let mut total = GateStats::default();
     for data in random_inputs(0x2545_f491_4f6c_dd1d, scaled(2_000)) {
-        let outcome = std::panic::catch_unwind(|| replay_gate_bytes(&data));
-        match outcome {
-            Ok(Some(stats)) => add_gate(&mut total, &stats),
-            Ok(None) => {}
-            Err(panic) => {
-                eprintln!("gate sweep input failed: {data:02x?}");
-                std::panic::resume_unwind(panic);
-            }
+        let replayed = replay_or_say(
+            || replay_gate_bytes(&data),
+            || format!("gate sweep input failed: {data:02x?}"),
+        );
+        if let Some(stats) = replayed {
+            add_gate(&mut total, &stats);
         }
     }
     assert_gate_reaches_everything(&total, "gate sweep");
     assert_gate_reaches_lifecycle(&total, "gate sweep");
+}
+
+/// Runs one replay of a sweep; if it panics, says which input failed (the sweep's
+/// inputs are generated, not files) before the panic goes on.
+fn replay_or_say<R>(
+    replay: impl FnOnce() -> R + std::panic::UnwindSafe,
+    failed: impl FnOnce() -> String,
+) -> R {
+    std::panic::catch_unwind(replay).unwrap_or_else(|panic| {
+        eprintln!("{}", failed());
+        std::panic::resume_unwind(panic)
+    })
 }
 
 /// `count` inputs of 16 to 256 bytes from a seeded xorshift.
@@ -133,14 +141,11 @@ fn weighted_op_sweep() {
                 }
             })
             .collect();
-        let outcome = std::panic::catch_unwind(|| replay(capacity, &ops));
-        match outcome {
-            Ok(stats) => add(&mut total, &stats),
-            Err(panic) => {
-                eprintln!("weighted case {case} failed: capacity {capacity}, {ops:?}");
-                std::panic::resume_unwind(panic);
-            }
-        }
+        let stats = replay_or_say(
+            || replay(capacity, &ops),
+            || format!("weighted case {case} failed: capacity {capacity}, {ops:?}"),
+        );
+        add(&mut total, &stats);
     }
     assert_reaches_everything(&total, "weighted sweep");
     assert!(
@@ -192,14 +197,11 @@ fn weighted_lifecycle_sweep() {
                 }
             })
             .collect();
-        let outcome = std::panic::catch_unwind(|| replay(capacity, &ops));
-        match outcome {
-            Ok(stats) => add(&mut total, &stats),
-            Err(panic) => {
-                eprintln!("lifecycle case {case} failed: capacity {capacity}, {ops:?}");
-                std::panic::resume_unwind(panic);
-            }
-        }
+        let stats = replay_or_say(
+            || replay(capacity, &ops),
+            || format!("lifecycle case {case} failed: capacity {capacity}, {ops:?}"),
+        );
+        add(&mut total, &stats);
     }
     assert_reaches_everything(&total, "lifecycle sweep");
     assert_reaches_lifecycle(&total, "lifecycle sweep");
@@ -241,14 +243,11 @@ fn gate_weighted_sweep() {
             budget,
             ops,
         };
-        let outcome = std::panic::catch_unwind(|| replay_gate(&case));
-        match outcome {
-            Ok(stats) => add_gate(&mut total, &stats),
-            Err(panic) => {
-                eprintln!("gate weighted case {case:?} failed");
-                std::panic::resume_unwind(panic);
-            }
-        }
+        let stats = replay_or_say(
+            || replay_gate(&case),
+            || format!("gate weighted case {case:?} failed"),
+        );
+        add_gate(&mut total, &stats);
     }
     assert_gate_reaches_everything(&total, "gate weighted sweep");
     assert!(
@@ -301,14 +300,11 @@ fn gate_weighted_lifecycle_sweep() {
             budget,
             ops,
         };
-        let outcome = std::panic::catch_unwind(|| replay_gate(&case));
-        match outcome {
-            Ok(stats) => add_gate(&mut total, &stats),
-            Err(panic) => {
-                eprintln!("gate lifecycle case {case:?} failed");
-                std::panic::resume_unwind(panic);
-            }
-        }
+        let stats = replay_or_say(
+            || replay_gate(&case),
+            || format!("gate lifecycle case {case:?} failed"),
+        );
+        add_gate(&mut total, &stats);
     }
     assert_gate_reaches_everything(&total, "gate lifecycle sweep");
     assert_gate_reaches_lifecycle(&total, "gate lifecycle sweep");
