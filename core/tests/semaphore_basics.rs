@@ -200,3 +200,20 @@ fn debug_shows_the_state() {
         "Semaphore { capacity: 2, available: 1, waiters: 0, closed: false }"
     );
 }
+
+/// The contract's size bounds on 64-bit targets: an unpolled acquire future at
+/// most 64 bytes, a permit 16, and the semaphore one 128-byte block.
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn futures_permits_and_the_semaphore_stay_small() {
+    let sem = Arc::new(Semaphore::new(1));
+    assert!(size_of_val(&sem.acquire(1)) <= 64);
+    assert!(size_of_val(&Arc::clone(&sem).acquire_owned(1)) <= 64);
+    assert_eq!(size_of_val(&sem.try_acquire(1).unwrap()), 16);
+    assert_eq!(
+        size_of_val(&Arc::clone(&sem).try_acquire_owned(1).unwrap()),
+        16
+    );
+    assert_eq!(size_of::<Semaphore>(), 128);
+    assert_eq!(align_of::<Semaphore>(), 128);
+}

@@ -89,7 +89,6 @@ mod acquire;
 mod blocking;
 mod drain;
 mod error;
-mod padded;
 mod permit;
 mod queue;
 #[cfg(all(test, admit_shuttle))]
@@ -118,7 +117,6 @@ pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
 use crate::mechanism::Mechanism;
-use padded::CachePadded;
 use queue::WaitQueue;
 use state::{available, Refused, State, CLOSED, QUEUED, RETIRING};
 use waiter::{status, NodeSlot, Waiter};
@@ -153,8 +151,13 @@ use waiter::{status, NodeSlot, Waiter};
 /// node cancelled and leaves without waiting for anyone; the queue is served by
 /// whichever thread finds the serving role free, and the rest hand it their work.
 /// `docs/design.md` has the algorithm and the argument for each property.
+// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
+// contended operation touches the state word and the queue's heads together, so
+// one line transfer brings both, and nothing else shares the block
+// (design.md, "Layout").
+#[repr(align(128))]
 pub struct Semaphore {
-    state: CachePadded<State>,
+    state: State,
     queue: WaitQueue,
 }
 
@@ -172,7 +175,7 @@ impl Semaphore {
         pub fn new(capacity: usize) -> Semaphore {
             assert!(capacity <= Semaphore::MAX_UNITS, "capacity exceeds Semaphore::MAX_UNITS");
             Semaphore {
-                state: CachePadded::new(State::new(capacity)),
+                state: State::new(capacity),
                 queue: WaitQueue::new(),
             }
         }

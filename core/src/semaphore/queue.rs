@@ -32,7 +32,6 @@
 
 use core::ptr::{self, NonNull};
 
-use super::padded::CachePadded;
 use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
 use super::waiter::{
     release_cancelled, release_queue_ref, status, Links, Place, StackLink, Waiter,
@@ -59,17 +58,16 @@ enum Stop {
 
 pub(crate) struct WaitQueue {
     /// Nodes pushed by parkers, newest first.
-    arrivals: CachePadded<AtomicPtr<Waiter>>,
+    arrivals: AtomicPtr<Waiter>,
     /// Nodes pushed by cancelling owners, newest first.
-    cancelled: CachePadded<AtomicPtr<Waiter>>,
+    cancelled: AtomicPtr<Waiter>,
     /// `LOCKED | PENDING`, and beside it what only its holder touches.
-    role: CachePadded<Role>,
+    role: Role,
     /// Joined, unresolved waiters, for diagnostics.
-    waiters: CachePadded<AtomicUsize>,
+    waiters: AtomicUsize,
 }
 
-/// The role word and what it guards, on one line: whoever takes the role goes on to
-/// the list.
+/// The role word and what it guards: whoever takes the role goes on to the list.
 struct Role {
     word: AtomicUsize,
     /// Units a shrink posted for retirement, not yet taken by the server.
@@ -107,9 +105,9 @@ impl WaitQueue {
     loom_const_fn! {
         pub(crate) fn new() -> WaitQueue {
             WaitQueue {
-                arrivals: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
-                cancelled: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
-                role: CachePadded::new(Role {
+                arrivals: AtomicPtr::new(ptr::null_mut()),
+                cancelled: AtomicPtr::new(ptr::null_mut()),
+                role: Role {
                     word: AtomicUsize::new(0),
                     retire_posted: AtomicUsize::new(0),
                     settle_posted: AtomicUsize::new(0),
@@ -119,8 +117,8 @@ impl WaitQueue {
                         debt: 0,
                         sweep: false,
                     }),
-                }),
-                waiters: CachePadded::new(AtomicUsize::new(0)),
+                },
+                waiters: AtomicUsize::new(0),
             }
         }
     }
