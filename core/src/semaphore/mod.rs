@@ -91,6 +91,8 @@ mod drain;
 mod error;
 mod permit;
 mod queue;
+#[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+mod serving_tests;
 #[cfg(all(test, admit_shuttle))]
 mod shuttle;
 mod state;
@@ -118,7 +120,7 @@ pub use permit::Permit;
 use crate::loom::loom_const_fn;
 use crate::mechanism::Mechanism;
 use queue::WaitQueue;
-use state::{available, Refused, State, CLOSED, QUEUED, RETIRING};
+use state::{available, Refused, State, CLOSED, QUEUED, RETIRING, UNITS_OWED};
 use waiter::{status, NodeSlot, Waiter};
 
 /// A counting semaphore with weighted, all-or-nothing, first-in-first-out acquires.
@@ -226,7 +228,8 @@ impl Semaphore {
         );
         let previous = self.state.swap_capacity(capacity);
         if capacity > previous {
-            self.grow_by(capacity - previous);
+            // New units are released like returned ones.
+            self.release(capacity - previous);
         } else if capacity < previous {
             self.queue.post_retirement(previous - capacity);
             self.state.start_retiring();
@@ -242,14 +245,7 @@ impl Semaphore {
     /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
     pub fn add_units(&self, units: usize) {
         self.state.add_capacity(units);
-        self.grow_by(units);
-    }
-
-    fn grow_by(&self, units: usize) {
-        let prev = self.state.release(units);
-        if prev & (QUEUED | RETIRING) != 0 {
-            self.queue.serve(&self.state);
-        }
+        self.release(units);
     }
 
     /// Takes `units` held by a permit out of the semaphore for good: its capacity
@@ -357,12 +353,12 @@ impl Semaphore {
         }
     }
 
-    /// Returns `units` units: one `fetch_add`, then the queue is served if parked
-    /// requests may now fit.
+    /// Returns `units` units (or adds them, for a grow): one `fetch_add`, then the
+    /// queue is served if returned units are owed to it.
     #[inline]
     pub(crate) fn release(&self, units: usize) {
         let prev = self.state.release(units);
-        if prev & (QUEUED | RETIRING) != 0 {
+        if prev & UNITS_OWED != 0 {
             self.queue.serve(&self.state);
         }
     }

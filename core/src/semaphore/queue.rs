@@ -65,6 +65,10 @@ pub(crate) struct WaitQueue {
     role: Role,
     /// Joined, unresolved waiters, for diagnostics.
     waiters: AtomicUsize,
+    /// Times a call to `serve` took the role: the unit tests check that no operation serves
+    /// when it need not (`semaphore/serving_tests.rs`).
+    #[cfg(test)]
+    roles_taken: core::sync::atomic::AtomicUsize,
 }
 
 /// The role word and what it guards: whoever takes the role goes on to the list.
@@ -119,6 +123,8 @@ impl WaitQueue {
                     }),
                 },
                 waiters: AtomicUsize::new(0),
+                #[cfg(test)]
+                roles_taken: core::sync::atomic::AtomicUsize::new(0),
             }
         }
     }
@@ -126,6 +132,12 @@ impl WaitQueue {
     /// Requests parked right now.
     pub(crate) fn waiters(&self) -> usize {
         self.waiters.load(Ordering::Relaxed)
+    }
+
+    /// Times a call to `serve` took the role, in a test build.
+    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    pub(crate) fn roles_taken(&self) -> usize {
+        self.roles_taken.load(Ordering::Relaxed)
     }
 
     /// A parker pushes its node (the queue's share of it).
@@ -186,6 +198,8 @@ impl WaitQueue {
     /// waits: at worst one CAS on `role` and return.
     pub(crate) fn serve(&self, state: &State) {
         if self.take_role() {
+            #[cfg(test)]
+            self.roles_taken.fetch_add(1, Ordering::Relaxed);
             self.serve_and_release(state);
         }
     }

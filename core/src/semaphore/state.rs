@@ -44,6 +44,9 @@ pub(crate) const QUEUED: usize = 1 << 1;
 pub(crate) const ARRIVED: usize = 1 << 2;
 /// Units are being retired after the capacity was lowered: fast paths refuse.
 pub(crate) const RETIRING: usize = 1 << 3;
+/// Returned units are owed to a queued request or to a retirement: the fast
+/// paths refuse, and every release serves the queue.
+pub(crate) const UNITS_OWED: usize = QUEUED | RETIRING;
 /// `available` starts at this bit.
 pub(crate) const SHIFT: u32 = 4;
 /// The largest capacity the encoding holds in 32 bits.
@@ -151,7 +154,7 @@ impl State {
                 return Err(Refused::Closed);
             }
             let refuse = if Mechanism::RetiringBlocksFastPath.on() {
-                QUEUED | RETIRING
+                UNITS_OWED
             } else {
                 QUEUED
             };
@@ -171,8 +174,7 @@ impl State {
     }
 
     /// Returns `units` (or adds them, for a grow): one `fetch_add`. Returns the
-    /// previous value; if it had `QUEUED` or `RETIRING`, the caller serves the
-    /// queue.
+    /// previous value; if it had [`UNITS_OWED`], the caller serves the queue.
     #[inline]
     pub(crate) fn release(&self, units: usize) -> usize {
         self.word.fetch_add(units << SHIFT, Ordering::Release)
@@ -215,7 +217,7 @@ impl State {
     /// [`clear_arrived`](Self::clear_arrived). Returns `false` if one did: the
     /// server must look again.
     pub(crate) fn try_clear(&self, flags: usize) -> bool {
-        debug_assert_eq!(flags & !(QUEUED | RETIRING), 0);
+        debug_assert_eq!(flags & !UNITS_OWED, 0);
         let mut state = self.word.load(Ordering::Acquire);
         loop {
             if state & ARRIVED != 0 {
