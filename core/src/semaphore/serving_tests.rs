@@ -80,6 +80,28 @@ fn a_close_serves_only_when_someone_waits() {
     drop(held);
 }
 
+/// The pass that finds the list empty and the retirement paid clears both flags
+/// together, so the releases after it find nothing owed and do not serve.
+#[cfg(feature = "alloc")]
+#[test]
+fn releases_stop_serving_once_the_queue_and_the_retirement_are_done() {
+    use alloc::boxed::Box;
+
+    let sem = Semaphore::new(2);
+    let (first, second) = (sem.try_acquire(1).unwrap(), sem.try_acquire(1).unwrap());
+    assert_eq!(sem.set_capacity(1), 2); // nothing free: one unit owed
+    let mut parked = Box::pin(sem.acquire(1));
+    assert!(poll(parked.as_mut()).is_pending());
+    drop(parked); // no unit free: its cancel entry waits for a server
+                  // This release's pass lets the cancelled node go, retires the unit and finds
+                  // nothing left (no free unit, no waiter, no debt): it clears `QUEUED` and
+                  // `RETIRING` together.
+    assert_eq!(serves(&sem, || drop(first)), 1);
+    assert_eq!(sem.available(), 0);
+    assert_eq!(serves(&sem, || drop(second)), 0);
+    assert_eq!((sem.capacity(), sem.available()), (1, 1));
+}
+
 /// With `alloc` a won cancel leaves its node for the next server when no unit is
 /// free (nobody behind it could fit); without it the future's drop waits for a
 /// server, so it always serves.

@@ -219,12 +219,9 @@ impl Waiter {
         }
         // SAFETY: `REGISTERING` is ours and the phase was `WAITING`: a server that
         // resolves the node now keeps off the cell (module docs).
-        let unused = self.waker.with_mut(|w| unsafe {
-            match &*w {
-                Some(old) if old.will_wake(&new) => Some(new),
-                _ => (*w).replace(new),
-            }
-        });
+        // Always the swap: the clone is made already, so keeping an equivalent
+        // old waker (`will_wake`) would save nothing.
+        let unused = self.waker.with_mut(|w| unsafe { (*w).replace(new) });
         let registered = current | status::REGISTERING;
         let phase = match self.status.compare_exchange(
             registered,
