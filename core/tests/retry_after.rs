@@ -92,3 +92,16 @@ fn the_suggestion_is_clamped_to_the_bounds() {
     hold(&long, &timer, Duration::from_secs(30));
     assert_eq!(long.retry_after(), max, "30 s cut to the maximum");
 }
+
+#[test]
+fn a_hold_too_long_to_count_saturates_instead_of_erasing_the_average() {
+    let (min, max) = (Duration::from_secs(2), Duration::from_secs(5));
+    let timer = ManualTimer::new();
+    let gate = gate(1, min, max, &timer);
+    hold(&gate, &timer, Duration::MAX);
+    assert_eq!(
+        gate.retry_after(),
+        max,
+        "the longest hold there is: the maximum"
+    );
+}

@@ -12,6 +12,9 @@ use crate::loom::sync::{AtomicUsize, Ordering};
 
 /// No hold time observed yet.
 const EMPTY: usize = usize::MAX;
+/// The longest hold a sample records, in ms: longer ones saturate here, below
+/// `EMPTY`.
+const LONGEST_SAMPLE: usize = EMPTY - 1;
 /// Weight of a new sample: 1 / 2^WEIGHT_SHIFT (1/8).
 const WEIGHT_SHIFT: u32 = 3;
 
@@ -38,9 +41,8 @@ impl RetryAfter {
     /// Folds one hold time into the average: `avg += (sample - avg) / 8`; the first
     /// sample becomes the average.
     pub(crate) fn record_hold(&self, held: Duration) {
-        let sample = usize::try_from(held.as_millis())
-            .unwrap_or(EMPTY - 1)
-            .min(EMPTY - 1);
+        let sample =
+            usize::try_from(held.as_millis()).map_or(LONGEST_SAMPLE, |ms| ms.min(LONGEST_SAMPLE));
         let mut old = self.ewma_ms.load(Ordering::Relaxed);
         loop {
             let new = if old == EMPTY {
