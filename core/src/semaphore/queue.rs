@@ -65,8 +65,8 @@ pub(crate) struct WaitQueue {
     role: Role,
     /// Joined, unresolved waiters, for diagnostics.
     waiters: AtomicUsize,
-    /// Times a call to `serve` took the role: the unit tests check that no operation serves
-    /// when it need not (`semaphore/serving_tests.rs`).
+    /// Times a call to `serve` took the role: the unit tests check that no
+    /// operation serves when it need not (`semaphore/serving_tests.rs`).
     #[cfg(test)]
     roles_taken: core::sync::atomic::AtomicUsize,
 }

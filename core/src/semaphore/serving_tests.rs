@@ -5,10 +5,9 @@
 //! Serving is idempotent (a pass with nothing to do takes the role, finds nothing
 //! and lets go), so an extra pass breaks no other property, and the contract's
 //! tests cannot see one. It costs a CAS on the semaphore's block, which every
-//! other thread then misses: in the oversubscribed storm (docs/benchmarks.md, S10)
-//! these skipped passes are most of what keeps park and cancel cheap. So the
-//! skips are checked here, by counting the role's takes, each beside the case
-//! that must serve.
+//! other thread then misses; in the oversubscribed storm (docs/benchmarks.md, S10)
+//! units are rarely free, so most cancels skip their pass. The skips are checked
+//! here, by counting the role's takes, each beside the case that must serve.
 
 use core::future::Future;
 use core::pin::{pin, Pin};
@@ -92,10 +91,11 @@ fn releases_stop_serving_once_the_queue_and_the_retirement_are_done() {
     assert_eq!(sem.set_capacity(1), 2); // nothing free: one unit owed
     let mut parked = Box::pin(sem.acquire(1));
     assert!(poll(parked.as_mut()).is_pending());
-    drop(parked); // no unit free: its cancel entry waits for a server
-                  // This release's pass lets the cancelled node go, retires the unit and finds
-                  // nothing left (no free unit, no waiter, no debt): it clears `QUEUED` and
-                  // `RETIRING` together.
+    // No unit free: its cancel entry waits for a server.
+    drop(parked);
+    // This release's pass lets the cancelled node go, retires the unit and finds
+    // nothing left (no free unit, no waiter, no debt): it clears `QUEUED` and
+    // `RETIRING` together.
     assert_eq!(serves(&sem, || drop(first)), 1);
     assert_eq!(sem.available(), 0);
     assert_eq!(serves(&sem, || drop(second)), 0);
