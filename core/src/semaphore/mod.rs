@@ -153,15 +153,20 @@ use waiter::{status, NodeSlot, Waiter};
 /// node cancelled and leaves without waiting for anyone; the queue is served by
 /// whichever thread finds the serving role free, and the rest hand it their work.
 /// `docs/design.md` has the algorithm and the argument for each property.
-// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
-// contended operation touches the state word and the queue's heads together, so
-// one line transfer brings both, and nothing else shares the block
-// (design.md, "Layout").
-#[repr(align(128))]
 pub struct Semaphore {
     state: State,
     queue: WaitQueue,
+    /// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
+    /// contended operation touches the state word and the queue's heads together,
+    /// so one line transfer brings both, and nothing else shares the block
+    /// (design.md, "Layout"). A private field rather than `repr(align)` on the
+    /// public type: the alignment is the one 0.1.0 had, not a new promise.
+    _block: [Align128; 0],
 }
+
+/// Gives a struct that holds `[Align128; 0]` a 128-byte alignment, adding no size.
+#[repr(align(128))]
+struct Align128;
 
 impl Semaphore {
     /// The largest capacity the state encoding allows on every target: 2²⁸ − 1.
@@ -179,6 +184,7 @@ impl Semaphore {
             Semaphore {
                 state: State::new(capacity),
                 queue: WaitQueue::new(),
+                _block: [],
             }
         }
     }
