@@ -2,6 +2,7 @@
 # `cargo package` for every published crate (each verified: it builds from its own
 # package, against the packages before it), then a dependent outside the workspace
 # (ci/downstream) runs every README example against the unpacked `.crate` files.
+# Each package must hold both license texts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/published.sh
@@ -20,6 +21,13 @@ mkdir "$dir/crates"
 for crate in "${PUBLISHED[@]}"; do
   tar -xzf "$CARGO_TARGET_DIR"/package/"$crate"-[0-9]*.crate -C "$dir/crates"
   mv "$dir/crates/$crate"-[0-9]* "$dir/crates/$crate"
+  # The licenses must travel with the code (each crate's are links to the root's).
+  for license in LICENSE-MIT LICENSE-APACHE; do
+    if ! cmp -s "$license" "$dir/crates/$crate/$license"; then
+      echo "package: $crate does not ship $license" >&2
+      exit 1
+    fi
+  done
 done
 (cd "$dir" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR/downstream" cargo test --doc)
 # The core's model checkers are its dev-dependencies: a dependent never locks them.
