@@ -21,7 +21,7 @@ mod mechanism;
 mod semaphore;
 
 #[cfg(feature = "std")]
-pub use gate::{memory_limit_in, process_memory_limit};
+pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{
     whole_seconds_up, Capacity, ConfigError, GateError, Observer, ShedReason, Source, Timer,
 };

@@ -1,12 +1,12 @@
 //! `Capacity::from_memory_budget` (floor, rounding, overflow) and the cgroup memory
-//! limit reader on fixture directories.
+//! limit readers on fixture directories.
 // Needs the `std` feature (the feature powerset builds every test target).
 #![cfg(feature = "std")]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use admit::{memory_limit_in, Capacity, Semaphore};
+use admit::{memory_limit_in, memory_limit_of, Capacity, Semaphore};
 
 #[test]
 fn rounds_down() {
@@ -169,4 +169,131 @@ fn the_process_limit_is_read_from_sys_fs_cgroup() {
         admit::process_memory_limit(),
         memory_limit_in(std::path::Path::new("/sys/fs/cgroup"))
     );
+}
+
+// A process's own cgroup, from its membership (`/proc/self/cgroup`).
+
+/// This machine's layout: cgroup v1 with the whole hierarchy mounted (no cgroup
+/// namespace), the process several levels down. Reading the mount's root alone
+/// misses the limit.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn v1_limit_on_the_process_own_cgroup_below_the_root() {
+    let f = Fixture::new("v1own");
+    f.write("memory/memory.limit_in_bytes", "9223372036854771712\n")
+        .write(
+            "memory/sandbox/memory.limit_in_bytes",
+            "9223372036854771712\n",
+        )
+        .write("memory/sandbox/job-7/memory.limit_in_bytes", "2147483648\n");
+    let membership = "9:pids:/\n4:memory:/sandbox/job-7\n1:cpu:/\n0::/\n";
+    assert_eq!(memory_limit_of(&f.0, membership), Some(2 << 30));
+    assert_eq!(memory_limit_in(&f.0), None, "the root alone sets no limit");
+}
+
+/// A systemd service on a cgroup v2 host: the root cgroup has no `memory.max`, the
+/// service's own has the limit.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn v2_limit_on_the_process_own_cgroup_below_the_root() {
+    let f = Fixture::new("v2own");
+    f.write("system.slice/memory.max", "max\n")
+        .write("system.slice/app.service/memory.max", "536870912\n");
+    let membership = "0::/system.slice/app.service\n";
+    assert_eq!(memory_limit_of(&f.0, membership), Some(512 << 20));
+    assert_eq!(memory_limit_in(&f.0), None, "the root alone sets no limit");
+}
+
+/// Every cgroup above the process bounds it: the lowest limit on the way up wins.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn the_lowest_limit_on_the_way_up_wins() {
+    let membership = "0::/system.slice/app.service\n";
+    for (slice, service, expected) in [
+        ("268435456", "max", Some(256 << 20)),
+        ("268435456", "1073741824", Some(256 << 20)),
+        ("268435456", "134217728", Some(128 << 20)),
+        ("max", "max", None),
+    ] {
+        let f = Fixture::new("v2lowest");
+        f.write("system.slice/memory.max", slice)
+            .write("system.slice/app.service/memory.max", service);
+        assert_eq!(
+            memory_limit_of(&f.0, membership),
+            expected,
+            "slice {slice}, service {service}"
+        );
+    }
+    let f = Fixture::new("v1lowest");
+    f.write("memory/memory.limit_in_bytes", "9223372036854771712")
+        .write("memory/a/memory.limit_in_bytes", "1073741824")
+        .write("memory/a/b/memory.limit_in_bytes", "9223372036854771712");
+    assert_eq!(memory_limit_of(&f.0, "3:memory:/a/b\n"), Some(1 << 30));
+}
+
+/// A container with its own cgroup mounted as the root while its membership names
+/// the cgroup on the host (cgroup v1 without a namespace): the path is not under
+/// the mount, and the root holds the limit.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn a_membership_outside_the_mount_reads_the_root() {
+    let f = Fixture::new("v1container");
+    f.write("memory/memory.limit_in_bytes", "1073741824\n");
+    assert_eq!(
+        memory_limit_of(&f.0, "11:memory:/docker/0123abcd\n"),
+        Some(1 << 30)
+    );
+    // cgroup v2 with a namespace: the process is at the namespace's root.
+    let f = Fixture::new("v2ns");
+    f.write("memory.max", "1073741824\n");
+    assert_eq!(memory_limit_of(&f.0, "0::/\n"), Some(1 << 30));
+}
+
+/// On a hybrid host both hierarchies are listed; the memory controller's line
+/// decides, wherever it appears.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn the_hierarchy_with_the_memory_controller_decides() {
+    let f = Fixture::new("hybrid");
+    f.write("memory/a/memory.limit_in_bytes", "1073741824\n")
+        .write("a/memory.max", "2147483648\n");
+    assert_eq!(memory_limit_of(&f.0, "0::/a\n4:memory:/a\n"), Some(1 << 30));
+    assert_eq!(memory_limit_of(&f.0, "4:memory:/a\n0::/a\n"), Some(1 << 30));
+    // Controllers mounted together are listed together.
+    assert_eq!(memory_limit_of(&f.0, "4:cpu,memory:/a\n"), Some(1 << 30));
+    // A controller whose name only contains "memory" is another controller.
+    assert_eq!(
+        memory_limit_of(&f.0, "4:nomemory:/a\n0::/a\n"),
+        Some(2 << 30)
+    );
+    // A named v1 hierarchy (`name=…`, no controllers of its own) is not v2, nor is
+    // any line but hierarchy 0 with an empty controller list.
+    assert_eq!(memory_limit_of(&f.0, "1:name=systemd:/a\n"), None);
+    assert_eq!(memory_limit_of(&f.0, "7::/a\n"), None);
+    assert_eq!(memory_limit_of(&f.0, "0:cpu:/a\n"), None);
+}
+
+/// Without a usable membership (unreadable, or a path from outside the reader's
+/// namespace) the mount's root is read, as `memory_limit_in` does.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn without_a_usable_membership_the_root_is_read() {
+    let f = Fixture::new("fallback");
+    f.write("memory.max", "1073741824\n")
+        .write("a/memory.max", "268435456\n");
+    assert_eq!(memory_limit_of(&f.0, ""), Some(1 << 30));
+    assert_eq!(memory_limit_of(&f.0, "garbage\n"), Some(1 << 30));
+    assert_eq!(memory_limit_of(&f.0, "0::/../../a\n"), Some(1 << 30));
+    assert_eq!(memory_limit_of(&f.0, "0::a\n"), Some(1 << 30));
+    assert_eq!(memory_limit_of(&f.0, "0::/a\n"), Some(256 << 20));
+}
+
+/// A file that holds no number is skipped; the others on the way up still count.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn an_unreadable_limit_is_skipped() {
+    let f = Fixture::new("skip");
+    f.write("a/memory.max", "lots\n")
+        .write("memory.max", "1073741824\n");
+    assert_eq!(memory_limit_of(&f.0, "0::/a\n"), Some(1 << 30));
 }

@@ -41,7 +41,7 @@ pub use acquire::GateAcquire;
 pub use builder::{GateBuilder, NoTimer, MAX_WAIT_BUDGET};
 pub use capacity::Capacity;
 #[cfg(feature = "std")]
-pub use capacity::{memory_limit_in, process_memory_limit};
+pub use capacity::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
 pub use handle::Gate;
