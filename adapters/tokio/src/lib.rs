@@ -121,8 +121,8 @@ impl Timer for TokioTimer {
 
 /// Spawns, on the current Tokio runtime, a task that keeps `gate`'s capacity in step
 /// with the process's memory limit: [`admit::Gate::follow_memory_limit`]. Every
-/// `interval` (on the gate's clock) it reads the cgroup memory limit (v2
-/// `memory.max`, then v1) and resizes the gate to `budget(limit)`, as
+/// `interval` (on the gate's clock) it reads the memory limit of the
+/// process's cgroup ([`admit::process_memory_limit`]) and resizes the gate to `budget(limit)`, as
 /// [`admit::Gate::resize`] does: a memory-derived capacity is floored at the gate's
 /// `max_units`; growing serves parked requests at once, shrinking revokes no held
 /// permit. A read that finds no limit, or a capacity `resize` refuses, leaves the

@@ -82,8 +82,8 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
 impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// Keeps the capacity in step with the process's memory limit: every
     /// `interval` (on the gate's timer; the first read one interval after the
-    /// first poll, since the gate was just sized) it reads the limit (cgroup v2, then v1:
-    /// [`process_memory_limit`](crate::process_memory_limit)) and resizes the gate to
+    /// first poll, since the gate was just sized) it reads the limit of the process's
+    /// cgroup ([`process_memory_limit`](crate::process_memory_limit)) and resizes the gate to
     /// `budget(limit)` (see [`resize`](Self::resize)). A read that finds no limit,
     /// or a capacity `resize` refuses, leaves the gate as it is. The future ends
     /// once the gate is closed.
