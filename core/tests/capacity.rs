@@ -74,6 +74,17 @@ impl Fixture {
         Self(dir)
     }
 
+    /// Asserts the limit `memory_limit_of` finds here for each membership.
+    fn assert_limits(&self, cases: &[(&str, Option<u64>)]) {
+        for &(membership, limit) in cases {
+            assert_eq!(
+                memory_limit_of(&self.0, membership),
+                limit,
+                "membership {membership:?}"
+            );
+        }
+    }
+
     fn write(&self, rel: &str, contents: &str) -> &Self {
         let path = self.0.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -257,20 +268,19 @@ fn the_hierarchy_with_the_memory_controller_decides() {
     let f = Fixture::new("hybrid");
     f.write("memory/a/memory.limit_in_bytes", "1073741824\n")
         .write("a/memory.max", "2147483648\n");
-    assert_eq!(memory_limit_of(&f.0, "0::/a\n4:memory:/a\n"), Some(1 << 30));
-    assert_eq!(memory_limit_of(&f.0, "4:memory:/a\n0::/a\n"), Some(1 << 30));
-    // Controllers mounted together are listed together.
-    assert_eq!(memory_limit_of(&f.0, "4:cpu,memory:/a\n"), Some(1 << 30));
-    // A controller whose name only contains "memory" is another controller.
-    assert_eq!(
-        memory_limit_of(&f.0, "4:nomemory:/a\n0::/a\n"),
-        Some(2 << 30)
-    );
-    // A named v1 hierarchy (`name=…`, no controllers of its own) is not v2, nor is
-    // any line but hierarchy 0 with an empty controller list.
-    assert_eq!(memory_limit_of(&f.0, "1:name=systemd:/a\n"), None);
-    assert_eq!(memory_limit_of(&f.0, "7::/a\n"), None);
-    assert_eq!(memory_limit_of(&f.0, "0:cpu:/a\n"), None);
+    f.assert_limits(&[
+        ("0::/a\n4:memory:/a\n", Some(1 << 30)),
+        ("4:memory:/a\n0::/a\n", Some(1 << 30)),
+        // Controllers mounted together are listed together.
+        ("4:cpu,memory:/a\n", Some(1 << 30)),
+        // A controller whose name only contains "memory" is another controller.
+        ("4:nomemory:/a\n0::/a\n", Some(2 << 30)),
+        // A named v1 hierarchy (`name=…`, no controllers of its own) is not v2,
+        // nor is any line but hierarchy 0 with an empty controller list.
+        ("1:name=systemd:/a\n", None),
+        ("7::/a\n", None),
+        ("0:cpu:/a\n", None),
+    ]);
 }
 
 /// Without a usable membership (unreadable, or a path from outside the reader's
@@ -281,11 +291,14 @@ fn without_a_usable_membership_the_root_is_read() {
     let f = Fixture::new("fallback");
     f.write("memory.max", "1073741824\n")
         .write("a/memory.max", "268435456\n");
-    assert_eq!(memory_limit_of(&f.0, ""), Some(1 << 30));
-    assert_eq!(memory_limit_of(&f.0, "garbage\n"), Some(1 << 30));
-    assert_eq!(memory_limit_of(&f.0, "0::/../../a\n"), Some(1 << 30));
-    assert_eq!(memory_limit_of(&f.0, "0::a\n"), Some(1 << 30));
-    assert_eq!(memory_limit_of(&f.0, "0::/a\n"), Some(256 << 20));
+    f.assert_limits(&[
+        ("", Some(1 << 30)),
+        ("garbage\n", Some(1 << 30)),
+        ("0::/../../a\n", Some(1 << 30)),
+        ("0::a\n", Some(1 << 30)),
+        // The same cgroup, named plainly.
+        ("0::/a\n", Some(256 << 20)),
+    ]);
 }
 
 /// A file that holds no number is skipped; the others on the way up still count.
