@@ -166,12 +166,12 @@ mod limit {
     /// controller: cgroup v1's `<n>:…memory…:<path>`, read as
     /// `<root>/memory/<path>/memory.limit_in_bytes`, else cgroup v2's `0::<path>`,
     /// read as `<root>/<path>/memory.max`. `max` (v2) and anything at or above 2⁶⁰
-    /// bytes (v1's sentinel) mean no limit. Each cgroup from `<path>` up to the mount's root is
-    /// read; those without the file are skipped. So both layouts work: the whole
-    /// hierarchy mounted (a systemd service, a sandbox, a container sharing the
-    /// host's cgroup namespace), where the process's own cgroup is several levels
-    /// down, and a container's own cgroup mounted as the root, where `<path>` names
-    /// a cgroup outside the mount and only the root is found.
+    /// bytes (v1's sentinel) mean no limit. Each cgroup from `<path>` up to the
+    /// mount's root is read; those without the file are skipped. So both layouts
+    /// work: the whole hierarchy mounted (a systemd service, a sandbox, a container
+    /// sharing the host's cgroup namespace), where the process's own cgroup is
+    /// several levels down, and a container's own cgroup mounted as the root, where
+    /// `<path>` names a cgroup outside the mount and only the root is found.
     ///
     /// A membership with neither line (or a `<path>` that is not a plain absolute
     /// path) falls back to [`memory_limit_in`]`(cgroup_root)`.
