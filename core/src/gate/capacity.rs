@@ -138,8 +138,8 @@ mod limit {
     const V1_UNLIMITED_FLOOR: u64 = 1 << 60;
 
     /// The memory limit of this process's cgroup, in bytes, or `None` when there is
-    /// none (or it cannot be read): [`memory_limit_of`] the cgroup mount
-    /// `/sys/fs/cgroup` and the process's membership in `/proc/self/cgroup`.
+    /// none (or it cannot be read): what [`memory_limit_of`] finds under the cgroup
+    /// mount `/sys/fs/cgroup` for the process's membership in `/proc/self/cgroup`.
     ///
     /// # Examples
     ///
