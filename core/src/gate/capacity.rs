@@ -235,19 +235,18 @@ mod limit {
     /// The memory limit found under a cgroup mount point `cgroup_root`, read at its
     /// root only (see [`memory_limit_of`] for a process's own cgroup):
     ///
-    /// 1. cgroup v2: `<root>/memory.max`. A number is the limit; `max` means no
-    ///    limit, and v1 is not consulted.
-    /// 2. Otherwise cgroup v1: `<root>/memory/memory.limit_in_bytes`. A number is the
-    ///    limit, unless it is at least 2⁶⁰ bytes: v1's "unlimited" sentinel.
+    /// 1. cgroup v2: `<root>/memory.max`; if it exists, v1 is not consulted.
+    /// 2. Otherwise cgroup v1: `<root>/memory/memory.limit_in_bytes`.
     ///
+    /// A number is the limit; `max` (v2) and anything at or above 2⁶⁰ bytes (v1's
+    /// "unlimited" sentinel) mean no limit, as in [`memory_limit_of`].
     /// `None` when neither file exists or holds a number. Inside a container with
     /// its own cgroup namespace the mount's root is the container's cgroup, which
     /// holds the limit that matters.
     #[must_use]
     pub fn memory_limit_in(cgroup_root: &Path) -> Option<u64> {
         if let Ok(v2) = std::fs::read_to_string(cgroup_root.join("memory.max")) {
-            let v2 = v2.trim();
-            return if v2 == "max" { None } else { v2.parse().ok() };
+            return parse_limit(&v2);
         }
         let v1 = std::fs::read_to_string(cgroup_root.join("memory").join("memory.limit_in_bytes"))
             .ok()?;
