@@ -10,6 +10,10 @@ cargo clippy -p admit --no-default-features --features alloc -- -D warnings
 # admit-smol without its `spawn` feature (what admit-async-std builds): the timer alone.
 cargo clippy -p admit-smol --no-default-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# The core's docs as a no_std user builds them: links to alloc-only items must
+# still resolve (they point to docs.rs there).
+RUSTDOCFLAGS="-D warnings" cargo doc -p admit --no-default-features --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p admit --no-default-features --features alloc --no-deps
 # The test-only builds: the inline-node test without `alloc`, the loom models (both
 # builds) and the shuttle schedules, each with its cfg.
 cargo clippy -p admit --no-default-features --test inline_nodes -- -D warnings

@@ -8,7 +8,7 @@ use core::fmt;
 
 use crate::Semaphore;
 
-/// How many units a [`Gate`](crate::Gate) holds.
+/// How many units a [`Gate`] holds.
 ///
 /// Either a unit count given outright (`usize` converts into it), or derived from a
 /// memory budget with [`Capacity::from_memory_budget`]. The builder validates an
@@ -30,6 +30,11 @@ use crate::Semaphore;
 /// assert_eq!(fixed.units(), 8);
 /// assert!(!fixed.is_memory_derived());
 /// ```
+#[cfg_attr(feature = "alloc", doc = "\n\n[`Gate`]: crate::Gate")]
+#[cfg_attr(
+    not(feature = "alloc"),
+    doc = "\n\n[`Gate`]: https://docs.rs/admit/latest/admit/struct.Gate.html"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Capacity {
     units: usize,

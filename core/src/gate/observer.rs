@@ -55,11 +55,25 @@ pub trait Observer: Send + Sync + 'static {
 #[non_exhaustive]
 pub enum ShedReason {
     /// Its wait budget (or ceiling) expired while it waited; also a
-    /// [`try_acquire`](crate::Gate::try_acquire) that found no unit free (a budget
-    /// of zero).
+    /// [`try_acquire`] that found no unit free (a budget of zero).
+    #[cfg_attr(
+        feature = "alloc",
+        doc = "\n\n[`try_acquire`]: crate::Gate::try_acquire"
+    )]
+    #[cfg_attr(
+        not(feature = "alloc"),
+        doc = "\n\n[`try_acquire`]: https://docs.rs/admit/latest/admit/struct.Gate.html#method.try_acquire"
+    )]
     WaitBudget,
-    /// [`max_waiters`](crate::GateBuilder::max_waiters) requests were already
-    /// parked: shed at once, without parking.
+    /// [`max_waiters`] requests were already parked: shed at once, without parking.
+    #[cfg_attr(
+        feature = "alloc",
+        doc = "\n\n[`max_waiters`]: crate::GateBuilder::max_waiters"
+    )]
+    #[cfg_attr(
+        not(feature = "alloc"),
+        doc = "\n\n[`max_waiters`]: https://docs.rs/admit/latest/admit/struct.GateBuilder.html#method.max_waiters"
+    )]
     QueueFull,
 }
 

@@ -31,8 +31,8 @@ impl Semaphore {
     ///
     /// Bound the wait with the runtime's timeout; on expiry,
     /// [`available`](Self::available) and [`capacity`](Self::capacity) tell what
-    /// is still held. [`Gate::drain`](crate::Gate::drain) does that and reports
-    /// the holders per source.
+    /// is still held. [`Gate::drain`] does that and reports the holders per
+    /// source.
     ///
     /// # Cancel safety
     ///
@@ -55,6 +55,11 @@ impl Semaphore {
     /// drop(held);
     /// assert!(drain.as_mut().poll(&mut cx).is_ready());
     /// ```
+    #[cfg_attr(feature = "alloc", doc = "\n\n[`Gate::drain`]: crate::Gate::drain")]
+    #[cfg_attr(
+        not(feature = "alloc"),
+        doc = "\n\n[`Gate::drain`]: https://docs.rs/admit/latest/admit/struct.Gate.html#method.drain"
+    )]
     pub fn drain(&self) -> Drain<'_> {
         self.close();
         Drain {
