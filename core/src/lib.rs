@@ -13,6 +13,28 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+/// A markdown link definition for `[`$label`]` naming an item that exists only with
+/// `alloc`: the item itself there, its page on docs.rs (`$page`, relative to the
+/// crate's root) in a build without it, so the docs of a `no_std` build keep their
+/// links. Used as `#[doc = alloc_item_link!(..)]` after an item's doc comment.
+#[cfg(feature = "alloc")]
+macro_rules! alloc_item_link {
+    ($label:literal, $path:literal, $page:literal) => {
+        concat!("\n\n[`", $label, "`]: crate::", $path)
+    };
+}
+#[cfg(not(feature = "alloc"))]
+macro_rules! alloc_item_link {
+    ($label:literal, $path:literal, $page:literal) => {
+        concat!(
+            "\n\n[`",
+            $label,
+            "`]: https://docs.rs/admit/latest/admit/",
+            $page
+        )
+    };
+}
+
 mod gate;
 mod loom;
 #[cfg(all(test, admit_loom))]

@@ -30,11 +30,7 @@ use crate::Semaphore;
 /// assert_eq!(fixed.units(), 8);
 /// assert!(!fixed.is_memory_derived());
 /// ```
-#[cfg_attr(feature = "alloc", doc = "\n\n[`Gate`]: crate::Gate")]
-#[cfg_attr(
-    not(feature = "alloc"),
-    doc = "\n\n[`Gate`]: https://docs.rs/admit/latest/admit/struct.Gate.html"
-)]
+#[doc = alloc_item_link!("Gate", "Gate", "struct.Gate.html")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Capacity {
     units: usize,

@@ -56,24 +56,10 @@ pub trait Observer: Send + Sync + 'static {
 pub enum ShedReason {
     /// Its wait budget (or ceiling) expired while it waited; also a
     /// [`try_acquire`] that found no unit free (a budget of zero).
-    #[cfg_attr(
-        feature = "alloc",
-        doc = "\n\n[`try_acquire`]: crate::Gate::try_acquire"
-    )]
-    #[cfg_attr(
-        not(feature = "alloc"),
-        doc = "\n\n[`try_acquire`]: https://docs.rs/admit/latest/admit/struct.Gate.html#method.try_acquire"
-    )]
+    #[doc = alloc_item_link!("try_acquire", "Gate::try_acquire", "struct.Gate.html#method.try_acquire")]
     WaitBudget,
     /// [`max_waiters`] requests were already parked: shed at once, without parking.
-    #[cfg_attr(
-        feature = "alloc",
-        doc = "\n\n[`max_waiters`]: crate::GateBuilder::max_waiters"
-    )]
-    #[cfg_attr(
-        not(feature = "alloc"),
-        doc = "\n\n[`max_waiters`]: https://docs.rs/admit/latest/admit/struct.GateBuilder.html#method.max_waiters"
-    )]
+    #[doc = alloc_item_link!("max_waiters", "GateBuilder::max_waiters", "struct.GateBuilder.html#method.max_waiters")]
     QueueFull,
 }
 

@@ -55,11 +55,7 @@ impl Semaphore {
     /// drop(held);
     /// assert!(drain.as_mut().poll(&mut cx).is_ready());
     /// ```
-    #[cfg_attr(feature = "alloc", doc = "\n\n[`Gate::drain`]: crate::Gate::drain")]
-    #[cfg_attr(
-        not(feature = "alloc"),
-        doc = "\n\n[`Gate::drain`]: https://docs.rs/admit/latest/admit/struct.Gate.html#method.drain"
-    )]
+    #[doc = alloc_item_link!("Gate::drain", "Gate::drain", "struct.Gate.html#method.drain")]
     pub fn drain(&self) -> Drain<'_> {
         self.close();
         Drain {
