@@ -167,6 +167,12 @@ impl Scenario {
             Self::S9 => &[
                 ("S9 storm, threads = cores, cap 2: wall per op", "ns/op"),
                 ("S9 storm, threads = cores: p99.9 op latency", "ns"),
+                ("S9 storm, threads = cores: ops that parked", "%"),
+                ("S9 storm, threads = cores: ops that got their unit", "%"),
+                (
+                    "S9 storm, threads = cores: wall per op that got its unit",
+                    "ns/op",
+                ),
             ],
             Self::S10 => &[
                 (
@@ -174,6 +180,12 @@ impl Scenario {
                     "ns/op",
                 ),
                 ("S10 storm, 16 threads: p99.9 op latency", "ns"),
+                ("S10 storm, 16 threads: ops that parked", "%"),
+                ("S10 storm, 16 threads: ops that got their unit", "%"),
+                (
+                    "S10 storm, 16 threads: wall per op that got its unit",
+                    "ns/op",
+                ),
             ],
         }
     }
@@ -275,8 +287,10 @@ impl<P: Peer> Column for Of<P> {
                 } else {
                     STORM_OVERSUBSCRIBED
                 };
-                let (per_op, p999) = storm::<P>(threads, c.storm_duration, c.spin_iters);
-                vec![Cell::Value(per_op), Cell::Value(p999)]
+                let s = storm::<P>(threads, c.storm_duration, c.spin_iters);
+                [s.per_op, s.p999, s.parked, s.got_unit, s.per_unit]
+                    .map(Cell::Value)
+                    .to_vec()
             }
             _ => na(),
         }
@@ -475,10 +489,10 @@ pub const STORM_OVERSUBSCRIBED: usize = 16;
 /// behind that thread.
 ///
 /// Returns the wall time per operation over all threads (the inverse of the
-/// throughput), and the p99.9 latency of one operation in 16, each timed alone
-/// (two clock reads) into a log-linear histogram.
+/// throughput), the p99.9 latency of one operation in 16, each timed alone (two
+/// clock reads) into a log-linear histogram, and what the operations came to.
 #[inline(never)]
-fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> (f64, f64) {
+fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> Storm {
     let sem = Arc::new(P::new(2));
     let stop = Arc::new(AtomicBool::new(false));
     let start_line = Arc::new(std::sync::Barrier::new(threads + 1));
@@ -489,17 +503,20 @@ fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> (f64, f64) {
             std::thread::spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut histogram = Histogram::default();
-                let mut ops = 0u64;
+                let (mut ops, mut parked, mut got_unit) = (0u64, 0u64, 0u64);
                 start_line.wait();
                 while !stop.load(Ordering::Relaxed) {
                     let timed = ops.is_multiple_of(16);
                     let began = timed.then(Instant::now);
                     let mut acquire = pin!(sem.acquire(1));
                     if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                        got_unit += 1;
                         drop(permit);
                     } else {
+                        parked += 1;
                         work(spin);
                         if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                            got_unit += 1;
                             drop(permit);
                         }
                     }
@@ -509,7 +526,7 @@ fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> (f64, f64) {
                     }
                     ops += 1;
                 }
-                (ops, histogram)
+                (ops, parked, got_unit, histogram)
             })
         })
         .collect();
@@ -517,11 +534,13 @@ fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> (f64, f64) {
     let start = Instant::now();
     std::thread::sleep(duration); // the run's length, not an ordering
     stop.store(true, Ordering::Relaxed);
-    let mut total = 0;
+    let (mut total, mut parked, mut got_unit) = (0, 0, 0);
     let mut histogram = Histogram::default();
     for worker in workers {
-        let (ops, h) = worker.join().expect("storm thread panicked");
+        let (ops, p, g, h) = worker.join().expect("storm thread panicked");
         total += ops;
+        parked += p;
+        got_unit += g;
         histogram.merge(&h);
     }
     let elapsed = start.elapsed();
@@ -536,7 +555,30 @@ fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> (f64, f64) {
         );
     }
     drop(both);
-    (per_op(elapsed, total), histogram.quantile(0.999))
+    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+    Storm {
+        per_op: per_op(elapsed, total),
+        p999: histogram.quantile(0.999),
+        parked: share(parked),
+        got_unit: share(got_unit),
+        per_unit: per_op(elapsed, got_unit.max(1)),
+    }
+}
+
+/// One storm sample.
+struct Storm {
+    /// Wall time per operation over all threads, ns.
+    per_op: f64,
+    /// p99.9 latency of one operation, ns.
+    p999: f64,
+    /// Operations whose first poll parked, %.
+    parked: f64,
+    /// Operations that ended holding their unit (at once or after parking), %;
+    /// the rest gave up (a cancel).
+    got_unit: f64,
+    /// Wall time per operation that got its unit, ns: the inverse of the
+    /// throughput of units actually handed out.
+    per_unit: f64,
 }
 
 /// Latencies in nanoseconds, in buckets of 1/8 of a power of two (within 12.5 %).
@@ -647,5 +689,20 @@ mod tests {
                 assert_eq!(cells.len(), scenario.metrics().len());
             }
         }
+    }
+
+    #[test]
+    fn the_storm_counts_what_its_operations_came_to() {
+        let s = storm::<Admit>(STORM_OVERSUBSCRIBED, Duration::from_millis(20), 330);
+        assert!(s.per_op > 0.0 && s.p999 > 0.0 && s.per_unit >= s.per_op);
+        assert!((0.0..=100.0).contains(&s.parked), "parked {}", s.parked);
+        assert!(s.got_unit <= 100.0, "got their unit {}", s.got_unit);
+        // An operation that did not park got its unit at once.
+        assert!(
+            s.got_unit >= 100.0 - s.parked - 1e-9,
+            "parked {} %, got their unit {} %",
+            s.parked,
+            s.got_unit
+        );
     }
 }
