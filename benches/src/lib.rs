@@ -10,6 +10,8 @@
 //!   maitake-sync, async-weighted-semaphore, and a bare-atomic floor).
 //! - [`scenario`]: S1–S8, written once, generic over the peer.
 //! - [`report`]: medians, min/max and ratios as Markdown.
+//! - [`heap`]: the global allocator, which counts the bytes live so the storms can
+//!   report how far the heap grew.
 //! - [`gate`]: what `admit::Gate` with the `admit-metrics` observer adds to an
 //!   uncontended acquire + release.
 //!
@@ -18,6 +20,7 @@
 //! their reading are in `docs/benchmarks.md`.
 
 pub mod gate;
+pub mod heap;
 pub mod peer;
 pub mod report;
 pub mod scenario;
