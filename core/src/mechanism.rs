@@ -43,6 +43,14 @@ pub(crate) enum Mechanism {
     /// The server takes the cancelled stack before the arrivals, so every node a
     /// cancel entry names was absorbed already or is in the arrivals it takes next.
     CancelsFirst,
+    /// A cancel withdraws its node from the arrivals by a CAS from the node to the
+    /// one below it, so a push that landed above the node meanwhile makes it fail.
+    /// Off: a blind store, which can drop that push.
+    WithdrawCas,
+    /// A cancel withdraws its node to the link it kept when it pushed, its own
+    /// copy. Off: it reads the node's `next_arrival`, which a server that took the
+    /// stack meanwhile may be rewriting.
+    WithdrawOwnCopy,
     /// While units are being retired after a shrink, fast paths refuse: a unit a
     /// release brings back goes to the retirement, not to whoever comes first.
     RetiringBlocksFastPath,

@@ -43,3 +43,5 @@ mod resize;
 mod split_deadlock;
 #[cfg(feature = "alloc")]
 mod waker_reregistration;
+#[cfg(feature = "alloc")]
+mod withdrawal;

@@ -15,7 +15,9 @@ use loom::future::block_on;
 use loom::thread;
 
 /// `first` is parked when the model starts, so the release serves; meanwhile the
-/// canceller parks `X` behind it and drops it.
+/// canceller parks `X` and `Z` behind it and drops `X`, then `Z`. `Z` above `X`
+/// keeps `X`'s cancel from withdrawing it, so `X` leaves by a cancel entry (`Z`
+/// may withdraw; `withdrawal.rs` races that).
 fn cancel_racing_the_server() {
     let semaphore = Arc::new(Semaphore::new(1));
     let held = semaphore.clone().try_acquire_owned(1).unwrap();
@@ -24,9 +26,12 @@ fn cancel_racing_the_server() {
     let canceller = {
         let semaphore = semaphore.clone();
         thread::spawn(move || {
-            let mut x = Box::pin(semaphore.acquire_owned(1));
+            let mut x = Box::pin(semaphore.clone().acquire_owned(1));
             let _ = poll_once(x.as_mut(), Waker::noop());
+            let mut z = Box::pin(semaphore.acquire_owned(1));
+            let _ = poll_once(z.as_mut(), Waker::noop());
             drop(x); // a cancel, or the return of a grant not yet seen
+            drop(z);
         })
     };
     drop(held); // the server: grants `first`, meets X's arrival and cancel

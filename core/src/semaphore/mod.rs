@@ -25,14 +25,16 @@
 //!   closed, or found nobody queued and the units free (they came back between the
 //!   refused fast path and the join), or the node already resolved (a server took
 //!   it before the join), or cancelled nodes waiting to be freed with nobody
-//!   serving (so that, with every unit held and callers giving up, the memory
-//!   held stays bounded by the requests parked at once).
+//!   serving (so that, with every unit held and callers giving up, cancelled
+//!   nodes do not pile up; but see "Progress" for what a slowed server leaves).
 //! - **Re-poll**: swap the waker in the node ([`Waiter::register`]), no lock.
 //! - **Cancel** (a parked future dropped): CAS the node's phase to `CANCELLED`; if
-//!   that wins, push the node onto the cancelled stack, handing the future's share
-//!   of it to the server with the entry, and ask for service if a unit is free
-//!   (the node may have been the head blocking others); if a grant won, release
-//!   the units; if a close won, nothing.
+//!   that wins, withdraw the node from the arrivals stack if it is still on top (no
+//!   server saw it: the future frees it), else push it onto the cancelled stack,
+//!   handing the future's share of it to the server with the entry; then ask for
+//!   service if a unit is free (the node may have been the head blocking others,
+//!   or its join left `QUEUED` set over nobody); if a grant won, release the
+//!   units; if a close won, nothing.
 //! - **Close**: `fetch_or(CLOSED)`, and ask for service if `QUEUED` was set.
 //! - **Serve** (the role holder): clear `ARRIVED`, take both stacks, link the
 //!   arrivals in push order, unlink the cancelled, then grant from the head while
@@ -64,15 +66,21 @@
 //!
 //! ## Progress
 //!
-//! With `alloc`, no operation waits for another thread: each finishes in a
-//! bounded number of its own steps, counting a CAS retry as a step that another
-//! thread's success caused (lock-free). Asking for service is one CAS on the role
-//! word; the work goes to whichever thread holds the role. The server's own work
-//! per pass is the stacks it takes plus at most one wake batch of grants; it goes
-//! round again only if others asked meanwhile. A descheduled thread holds up
-//! nobody: a descheduled parker or canceller has published everything others need
-//! in one atomic step, and a descheduled server delays only grants that were
+//! With `alloc`, no operation waits for another thread: each but serving finishes
+//! in a bounded number of its own steps, counting a CAS retry as a step that
+//! another thread's success caused (lock-free). Asking for service is one CAS on
+//! the role word; the work goes to whichever thread holds the role. The server's
+//! own work per pass is the stacks it takes plus at most one wake batch of grants;
+//! it goes round again only if others asked meanwhile. A descheduled thread holds
+//! up nobody: a descheduled parker or canceller has published everything others
+//! need in one atomic step, and a descheduled server delays only grants that were
 //! waiting for it anyway — every other operation proceeds.
+//!
+//! The open defect (docs/design.md, "Known limits"): the stacks a pass takes are
+//! whatever was pushed since the last one, and nothing bounds them while the role
+//! holder is descheduled or slowed. Under a storm of parks and cancels with more
+//! runnable threads than cores the backlog feeds itself: the memory of cancelled
+//! nodes grows without bound, and so does the serving thread's call.
 //!
 //! Without `alloc`, nodes live in the futures, and a future's drop waits (spins)
 //! until the server has let go of its node: the one wait in the crate, never on a
@@ -121,7 +129,7 @@ use crate::loom::loom_const_fn;
 use crate::mechanism::Mechanism;
 use queue::WaitQueue;
 use state::{available, Refused, State, CLOSED, QUEUED, RETIRING, UNITS_OWED};
-use waiter::{status, NodeSlot, Waiter};
+use waiter::{release_queue_ref, status, NodeSlot, Waiter};
 
 /// A counting semaphore with weighted, all-or-nothing, first-in-first-out acquires.
 ///
@@ -387,8 +395,8 @@ impl Semaphore {
         let resolved = node.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
         // Cancelled nodes wait on their stack for a server; with no unit coming
         // back (a stuck holder, callers timing out) parkers are the only ones left
-        // to serve, so one that finds the role free lets them go: the memory held
-        // stays bounded by the requests parked at once.
+        // to serve, so one that finds the role free lets them go (a role holder
+        // that is slowed still lets them pile up: docs/design.md, "Known limits").
         let reclaim = self.queue.reclaim_due();
         if closed || units_back || resolved || reclaim {
             self.queue.serve(&self.state);
@@ -410,8 +418,16 @@ impl Semaphore {
             status::WAITING => {
                 // SAFETY: our cancel won.
                 let waker = unsafe { node.as_ref().take_cancelled_waker() };
-                slot.hand_over();
-                self.queue.push_cancelled(node);
+                let withdrawn = self.queue.withdraw_arrival(node);
+                if withdrawn {
+                    // No server saw the node: the queue's share is ours to let go
+                    // of, and the node is never in the list.
+                    // SAFETY: withdrawn, so the queue will never touch it again.
+                    unsafe { release_queue_ref(node) };
+                } else {
+                    slot.hand_over();
+                    self.queue.push_cancelled(node);
+                }
                 // It may have been the head, blocking requests that fit in the free
                 // units (Go's canceled-waiter-at-the-front bug): then serve. With no
                 // unit free nobody behind it fits, and the next release serves
@@ -420,10 +436,12 @@ impl Semaphore {
                 // this load: the push reads that swap (both `AcqRel`), which came
                 // after the release's `fetch_add`.
                 // Without `alloc` the future's drop waits for the server to let go
-                // of the node, so it always serves.
+                // of a node it may have seen, so a cancel that pushed an entry
+                // always serves.
                 let state = self.state.load();
                 let units_free = available(state) > 0 || state & CLOSED != 0;
-                if Mechanism::CancelServes.on() && (units_free || cfg!(not(feature = "alloc"))) {
+                let owes_entry = !withdrawn && cfg!(not(feature = "alloc"));
+                if Mechanism::CancelServes.on() && (units_free || owes_entry) {
                     self.queue.serve(&self.state);
                 }
                 drop(waker); // user code, after all our work

@@ -2,7 +2,9 @@
 //! the server touches, and the serving role that decides who the server is.
 //!
 //! - **Arrivals** (`arrivals`): a parker pushes its node here (a CAS), then joins in
-//!   the state word. Arrival order is the order of these pushes.
+//!   the state word. Arrival order is the order of these pushes. An owner that won
+//!   its node's cancel takes the node back off the top if it is still there
+//!   (withdraws it, one CAS): no server ever sees it.
 //! - **Cancelled** (`cancelled`): an owner that won its node's cancel pushes the node
 //!   here so the server unlinks it and lets go of it. The arrival push of a node
 //!   happens before its cancel push.
@@ -21,8 +23,10 @@
 //!    stops at the first head that does not fit (FIFO, no needless wake-up).
 //! 3. Every pushed node is owned by the queue (one share) until the server lets
 //!    go: when it resolves the node (grant or close), or when it handles the
-//!    node's cancel entry. Exactly once: a node that is resolved never gets a
-//!    cancel entry, and a cancelled node is never resolved.
+//!    node's cancel entry; or until its owner withdraws it, which only succeeds
+//!    while no server has taken it. Exactly once: a node that is resolved never
+//!    gets a cancel entry, a cancelled node is never resolved, and a withdrawn
+//!    node gets no cancel entry and is never taken.
 //! 4. When the role is free and `PENDING` clear, the cancelled stack has been
 //!    handled up to the last push whose pusher then asked for service, and every
 //!    joined, unresolved node is queued behind a head that does not fit, with
@@ -140,6 +144,41 @@ impl WaitQueue {
         self.roles_taken.load(Ordering::Relaxed)
     }
 
+    /// Takes the serving role and keeps it, as a server descheduled mid-pass
+    /// would; [`serve_and_let_go`](Self::serve_and_let_go) ends it.
+    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    pub(crate) fn hold_role(&self) -> bool {
+        self.take_role()
+    }
+
+    /// With the role held by [`hold_role`](Self::hold_role): serves and lets go.
+    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    pub(crate) fn serve_and_let_go(&self, state: &State) {
+        self.serve_and_release(state);
+    }
+
+    /// Entries on the two stacks, waiting for a server; the caller holds the role
+    /// and no other thread touches the semaphore.
+    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    pub(crate) fn backlog(&self) -> usize {
+        let count = |top: *mut Waiter, next: fn(&Waiter) -> &StackLink| {
+            let mut entries = 0;
+            let mut node = NonNull::new(top);
+            while let Some(n) = node {
+                entries += 1;
+                // SAFETY: every node on a stack is kept alive by the queue's share,
+                // and with the role held here nobody takes the stacks.
+                node = unsafe { next(n.as_ref()).get() };
+            }
+            entries
+        };
+        count(self.arrivals.load(Ordering::Acquire), Waiter::next_arrival)
+            + count(
+                self.cancelled.load(Ordering::Acquire),
+                Waiter::next_cancelled,
+            )
+    }
+
     /// A parker pushes its node (the queue's share of it).
     ///
     /// `Release` publishes the node (and its `next_arrival`) to the server's
@@ -148,11 +187,53 @@ impl WaitQueue {
         self.waiters.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the queue's share keeps the node alive; it is not yet shared, so
         // its `next_arrival` is ours until the push publishes it.
-        push(
-            &self.arrivals,
-            node,
-            unsafe { node.as_ref() }.next_arrival(),
-        );
+        let node_ref = unsafe { node.as_ref() };
+        let below = push(&self.arrivals, node, node_ref.next_arrival());
+        // SAFETY: `below` is the owner's cell, and the parker is the owner.
+        unsafe { node_ref.below().set(below) };
+    }
+
+    /// An owner that won its node's cancel takes the node back off the arrivals
+    /// stack if it is still on top: no server has taken it and nobody has pushed
+    /// since. The queue's share then comes back to the caller, no cancel entry is
+    /// needed, and the node is freed without a server. Returns whether it did.
+    ///
+    /// One CAS from the node to the node below it, as pushed. No ABA: only the
+    /// owner pushes its node, once, and the owner's share keeps its address from
+    /// being reused, so the head can name this node only while it is still on top
+    /// of the stack it was pushed onto, with the same node below (a swap takes the
+    /// whole stack, pushes only add above it).
+    pub(crate) fn withdraw_arrival(&self, node: NonNull<Waiter>) -> bool {
+        if self.arrivals.load(Ordering::Relaxed) != node.as_ptr() {
+            return false;
+        }
+        // SAFETY: the caller's share keeps the node alive; `below` is the owner's.
+        // (The negative control reads `next_arrival`, a data race with a server.)
+        let below = unsafe {
+            if Mechanism::WithdrawOwnCopy.on() {
+                node.as_ref().below().get()
+            } else {
+                node.as_ref().next_arrival().get()
+            }
+        };
+        let below = below.map_or(ptr::null_mut(), NonNull::as_ptr);
+        let withdrawn = if Mechanism::WithdrawCas.on() {
+            self.arrivals
+                .compare_exchange(
+                    node.as_ptr(),
+                    below,
+                    stack_ordering(Ordering::Release),
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        } else {
+            self.arrivals.store(below, Ordering::Release);
+            true
+        };
+        if withdrawn {
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
+        }
+        withdrawn
     }
 
     /// An owner that won its node's cancel pushes it, handing the server the
@@ -162,7 +243,7 @@ impl WaitQueue {
         // SAFETY: the queue's share keeps the node alive; the cancel was won, so
         // `next_cancelled` is the owner's until this push publishes it (a node is
         // cancelled at most once).
-        push(
+        let _ = push(
             &self.cancelled,
             node,
             unsafe { node.as_ref() }.next_cancelled(),
@@ -555,13 +636,13 @@ impl WaitQueue {
 }
 
 /// Pushes `node` onto a Treiber stack through its `link`, which only the pusher
-/// touches until the push succeeds.
+/// touches until the push succeeds. Returns the head it linked to.
 ///
 /// Push-only stacks taken whole by a swap have no ABA problem for the algorithm: a
 /// CAS that succeeds links the node to whatever node is at the head at that
 /// instant. The link is an address with exposed provenance so that it also names
 /// that node in Rust's memory model when the address was reused ([`StackLink`]).
-fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) {
+fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) -> *mut Waiter {
     // Anyone may link to this node by address from now on.
     let _ = node.as_ptr().expose_provenance();
     let mut head = stack.load(Ordering::Relaxed);
@@ -574,7 +655,7 @@ fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) {
             stack_ordering(Ordering::Release),
             Ordering::Relaxed,
         ) {
-            Ok(_) => return,
+            Ok(_) => return head,
             Err(actual) => head = actual,
         }
     }
@@ -619,7 +700,11 @@ impl List {
     unsafe fn push_back(&mut self, node: NonNull<Waiter>) {
         // SAFETY: the caller's contract; the tail is linked, hence alive.
         unsafe {
-            debug_assert_eq!(node.as_ref().links().place, Place::Arriving);
+            debug_assert_eq!(
+                node.as_ref().links().place,
+                Place::Arriving,
+                "list corrupted: a node linked twice"
+            );
             node.as_ref().set_links(Links {
                 prev: self.tail,
                 next: None,
@@ -645,7 +730,11 @@ impl List {
         // SAFETY: the caller's contract; linked neighbours are alive.
         unsafe {
             let Links { prev, next, place } = node.as_ref().links();
-            debug_assert_eq!(place, Place::Linked);
+            debug_assert_eq!(
+                place,
+                Place::Linked,
+                "list corrupted: a node unlinked twice"
+            );
             match prev {
                 Some(prev) => {
                     let mut links = prev.as_ref().links();

@@ -38,6 +38,8 @@
 //! - `waker`: the owner before the push; then whoever holds `REGISTERING` (owner)
 //!   or won the phase CAS (server or owner).
 //! - `next_arrival`: the parker before the push publishes it; then the server.
+//! - `below`: the owner only (its copy of `next_arrival` as pushed, to withdraw
+//!   the node; see `WaitQueue::withdraw_arrival`).
 //! - `next_cancelled`: the canceller before its push publishes it; then the server.
 //! - `links`: the server only.
 
@@ -84,6 +86,9 @@ pub(crate) struct Waiter {
     /// # Safety
     /// Written before the arrivals push, then the server's.
     next_arrival: StackLink,
+    /// # Safety
+    /// The owner's only: the node below this one on the arrivals stack, as pushed.
+    below: StackLink,
     /// # Safety
     /// Written before the cancelled push, then the server's.
     next_cancelled: StackLink,
@@ -161,6 +166,7 @@ impl Waiter {
             status: AtomicUsize::new(status::WAITING),
             waker: UnsafeCell::new(None),
             next_arrival: StackLink::new(),
+            below: StackLink::new(),
             next_cancelled: StackLink::new(),
             links: UnsafeCell::new(Links {
                 prev: None,
@@ -321,6 +327,11 @@ impl Waiter {
     /// The link of the arrivals stack.
     pub(crate) fn next_arrival(&self) -> &StackLink {
         &self.next_arrival
+    }
+
+    /// The owner's copy of the arrivals link, as pushed.
+    pub(crate) fn below(&self) -> &StackLink {
+        &self.below
     }
 
     /// The link of the cancelled stack.
