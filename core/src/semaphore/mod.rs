@@ -161,6 +161,12 @@ use waiter::{release_queue_ref, status, NodeSlot, Waiter};
 /// node cancelled and leaves without waiting for anyone; the queue is served by
 /// whichever thread finds the serving role free, and the rest hand it their work.
 /// `docs/design.md` has the algorithm and the argument for each property.
+///
+/// A known limitation: a cancelled request's node is freed by that serving
+/// thread unless no serving thread has seen it yet. While the serving thread is
+/// descheduled or starved (many more runnable threads than cores) and other
+/// threads keep parking and giving up at a high rate, those nodes pile up, and
+/// the heap grows until it catches up (`docs/design.md`, "Known limits").
 pub struct Semaphore {
     state: State,
     queue: WaitQueue,
