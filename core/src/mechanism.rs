@@ -45,7 +45,8 @@ pub(crate) enum Mechanism {
     CancelsFirst,
     /// A cancel withdraws its node from the arrivals by a CAS from the node to the
     /// one below it, so a push that landed above the node meanwhile makes it fail.
-    /// Off: a blind store, which can drop that push.
+    /// Off: a blind store, which can drop that push or put back a node a server
+    /// took meanwhile.
     WithdrawCas,
     /// A cancel withdraws its node to the link it kept when it pushed, its own
     /// copy. Off: it reads the node's `next_arrival`, which a server that took the

@@ -24,7 +24,8 @@
 //! # Who owns the node
 //!
 //! Two owners: the acquire future and the queue (from the push onto the arrivals
-//! stack until the server lets go). With `alloc` the node is an `Arc` and the
+//! stack until the server lets go, or until the owner withdraws the node from the
+//! stack's top before any server took it). With `alloc` the node is an `Arc` and the
 //! queue's share is a leaked strong count, so a dropped future leaves at once, never
 //! waiting for the server. A future whose cancel won hands its own share over
 //! with the cancel entry instead of dropping it: the server then holds both and
