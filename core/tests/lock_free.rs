@@ -87,18 +87,20 @@ fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
 
 #[test]
 fn dropping_the_semaphore_frees_the_cancelled_nodes_it_still_holds() {
-    // A cancel with no unit free leaves its node for the next serving pass; if the
+    // A cancel with no unit free whose node another parker has pushed above (so it
+    // cannot withdraw it) leaves the node for the next serving pass; if the
     // semaphore goes first (its last permit leaked), its drop must free the node.
+    // (A lone parked future would withdraw its node on cancel and leave nothing.)
     let alive = left_alive_by(|| {
         let sem = Semaphore::new(1);
         std::mem::forget(sem.try_acquire(1).unwrap());
-        {
-            let mut fut = std::pin::pin!(sem.acquire(1));
-            assert!(fut
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
-                .is_pending());
-        } // cancelled here, with no unit free: no serving pass
+        let cx = &mut Context::from_waker(Waker::noop());
+        let mut below = Box::pin(sem.acquire(1));
+        assert!(below.as_mut().poll(cx).is_pending());
+        let mut above = Box::pin(sem.acquire(1));
+        assert!(above.as_mut().poll(cx).is_pending());
+        drop(below); // buried under `above`: a cancel entry, and no unit free
+        drop(above); // on top: withdrawn
         drop(sem);
     });
     assert_eq!(
