@@ -46,6 +46,23 @@ pub(crate) mod sync {
     pub(crate) use super::PlainCell as UnsafeCell;
 }
 
+/// Raw allocation, for memory the crate frees itself (the wait queue's segments):
+/// loom's tracked allocator under loom, which fails a model that leaks a block or
+/// frees one twice; `alloc`'s otherwise.
+///
+/// Built only in the crate's tests while its one user, the segment list, is.
+#[cfg(all(feature = "alloc", test, not(admit_loom)))]
+pub(crate) mod heap {
+    pub(crate) use alloc::alloc::{alloc, dealloc, handle_alloc_error};
+    pub(crate) use core::alloc::Layout;
+}
+
+#[cfg(all(feature = "alloc", test, admit_loom))]
+pub(crate) mod heap {
+    pub(crate) use loom::alloc::{alloc, dealloc, Layout};
+    pub(crate) use std::alloc::handle_alloc_error;
+}
+
 /// `core::cell::UnsafeCell` behind loom's closure-based API, so accesses read the
 /// same under every arm and loom can track each one.
 #[cfg(not(all(test, admit_loom)))]

@@ -60,6 +60,16 @@ pub(crate) enum Mechanism {
     /// After a close, drain waiters keep `QUEUED` set, so the release that brings
     /// the last unit back serves them.
     DrainKeepsQueued,
+    /// The segment list's swing hands the helpers counted in `tail` over to the
+    /// segment's own count. Off: it drops `tail`'s reference alone, and the
+    /// helpers' releases take the count below what is still in use.
+    #[cfg(all(test, feature = "alloc"))]
+    SwingCountsHelpers,
+    /// The segment list's cursor swings `tail` off a segment before marking it
+    /// passed. Off: a helper that reads the mark claims again on a `tail` that
+    /// still names the full segment, and again, until another helper swings.
+    #[cfg(all(test, feature = "alloc"))]
+    PassSwingsTail,
     /// Without `alloc`: a future's drop waits until the queue has let go of its
     /// node, whose memory is the future's.
     #[cfg(not(feature = "alloc"))]

@@ -40,6 +40,8 @@ mod reclamation;
 #[cfg(feature = "alloc")]
 mod resize;
 #[cfg(feature = "alloc")]
+mod segments;
+#[cfg(feature = "alloc")]
 mod split_deadlock;
 #[cfg(feature = "alloc")]
 mod waker_reregistration;

@@ -99,6 +99,9 @@ mod drain;
 mod error;
 mod permit;
 mod queue;
+// The next queue's storage, model-checked on its own before the semaphore uses it.
+#[cfg(all(test, feature = "alloc"))]
+pub(crate) mod segments;
 #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
 mod serving_tests;
 #[cfg(all(test, admit_shuttle))]
