@@ -338,12 +338,6 @@ unsafe impl Send for Segments {}
 // SAFETY: as above.
 unsafe impl Sync for Segments {}
 
-impl core::fmt::Debug for Segments {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Segments").finish_non_exhaustive()
-    }
-}
-
 impl Segments {
     /// An empty list: one segment, named by `tail` and by the cursor.
     pub(crate) fn new() -> Segments {
