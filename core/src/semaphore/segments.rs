@@ -724,17 +724,11 @@ mod shuttle_tests {
     use std::boxed::Box;
 
     use super::claim_serve_release;
+    use crate::semaphore::shuttle::iterations;
 
     fn shuttle_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
         let handle = shuttle::thread::spawn(f);
         Box::new(move || handle.join().unwrap())
-    }
-
-    fn iterations() -> usize {
-        std::env::var("SHUTTLE_ITERATIONS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(2000)
     }
 
     /// Six claimers of 40 tickets each (eight segments), the server among them.

@@ -133,7 +133,7 @@ fn storm(threads: usize, ops: usize, capacity: usize) {
 }
 
 /// Iterations per test: `SHUTTLE_ITERATIONS`, or a CI-sized default.
-fn iterations() -> usize {
+pub(super) fn iterations() -> usize {
     std::env::var("SHUTTLE_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())
