@@ -70,6 +70,22 @@ pub(crate) enum Mechanism {
     /// still names the full segment, and again, until another helper swings.
     #[cfg(all(test, feature = "alloc"))]
     PassSwingsTail,
+    /// The cancel that completes a segment marks its link before the walk: a
+    /// frozen link, which nobody splices through. Off: nothing is frozen, so
+    /// nothing is found to splice and the segment stays linked.
+    #[cfg(all(test, feature = "alloc"))]
+    Freeze,
+    /// A splice's CAS fails on a frozen link unless the link is the cursor's
+    /// segment's. Off: a splice through a segment frozen meanwhile goes through,
+    /// and that segment's own splice can put back one already cleaned up, which
+    /// stays linked.
+    #[cfg(all(test, feature = "alloc"))]
+    SpliceNeedsLiveLink,
+    /// A splice's CAS fails on a link the cursor is passing. Off: a splice can
+    /// take out the segment the cursor has just moved into, and clean it up
+    /// under the cursor.
+    #[cfg(all(test, feature = "alloc"))]
+    SpliceRespectsPass,
     /// Without `alloc`: a future's drop waits until the queue has let go of its
     /// node, whose memory is the future's.
     #[cfg(not(feature = "alloc"))]

@@ -18,6 +18,14 @@ use loom::thread;
 
 const PUBLISHED: usize = 1;
 const SERVED: usize = 2;
+const CANCELLED: usize = 3;
+
+/// Claims a ticket and gives it up at once.
+fn claim_and_give_up(segments: &Segments) -> Ticket {
+    let ticket = segments.claim();
+    ticket.cell().status.store(CANCELLED, Release);
+    ticket
+}
 
 /// Claims a ticket and publishes `value` in its cell.
 fn claim_and_publish(segments: &Segments, value: usize) -> Ticket {
@@ -85,8 +93,14 @@ fn serve_published(segments: &Segments) -> Vec<usize> {
     let mut served = Vec::new();
     // SAFETY: this thread is the only server.
     while let Some(cell) = unsafe { segments.current() } {
-        if cell.status.load(Acquire) != PUBLISHED {
-            break;
+        match cell.status.load(Acquire) {
+            PUBLISHED => {}
+            CANCELLED => {
+                // SAFETY: the only server; `cell` is not used again.
+                unsafe { segments.advance() };
+                continue;
+            }
+            _ => break,
         }
         // SAFETY: published with `Release`, read after the `Acquire`.
         served.push(cell.units.with_mut(|u| unsafe { *u }));
@@ -123,4 +137,149 @@ fn a_pass_before_the_swing_leaves_helpers_spinning() {
         "Model exceeded maximum number of branches",
         helpers_cross_a_boundary_while_the_cursor_passes,
     );
+}
+
+/// Two adjacent segments complete at once (the cursor stuck in front of them):
+/// each completing cancel freezes its segment and walks from the cursor's to
+/// splice it out, splicing the other too if it meets it frozen. Both go, each
+/// cleaned up once, the list stays whole (the cursor then finds the ticket after
+/// them), and nothing leaks.
+fn adjacent_segments_complete_at_once() {
+    let segments = Arc::new(Segments::new());
+    // A: 0 1 (live), B: 2 3, C: 4 5 (given up), D: 6 (live).
+    let a: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
+    let (b0, b1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
+    let (c0, c1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
+    let d = claim_and_publish(&segments, 6);
+    segments.cancel(b0);
+    segments.cancel(c0);
+    let completers: Vec<_> = [b1, c1]
+        .into_iter()
+        .map(|ticket| {
+            let segments = segments.clone();
+            thread::spawn(move || segments.cancel(ticket))
+        })
+        .collect();
+    for completer in completers {
+        completer.join().unwrap();
+    }
+    assert_eq!(
+        segments.live_segments(),
+        2,
+        "a removed segment is still alive"
+    );
+    assert_eq!(
+        serve_published(&segments),
+        [0, 1, 6],
+        "the list lost a ticket"
+    );
+    for ticket in a.into_iter().chain([d]) {
+        segments.release(ticket);
+    }
+}
+
+#[test]
+fn adjacent_segments_completing_at_once_both_go() {
+    loom::model(adjacent_segments_complete_at_once);
+}
+
+/// Negative control: a splice through a link frozen meanwhile puts back a
+/// segment that the other removal had already cleaned up; it stays linked.
+#[test]
+fn a_splice_through_a_frozen_link_resurrects_a_segment() {
+    without(
+        Mechanism::SpliceNeedsLiveLink,
+        "a removed segment is still alive",
+        adjacent_segments_complete_at_once,
+    );
+}
+
+/// Negative control: without the freeze nothing is found to splice.
+#[test]
+fn without_the_freeze_nothing_is_removed() {
+    without(
+        Mechanism::Freeze,
+        "a removed segment is still alive",
+        adjacent_segments_complete_at_once,
+    );
+}
+
+/// The cursor passes the segment in front of one being removed: the removal's
+/// splice and the cursor's pass race on the same link (one wins; a walker that
+/// meets the pass helps it finish), and the cursor serves what follows.
+fn the_cursor_passes_while_a_segment_is_spliced() {
+    let segments = Arc::new(Segments::new());
+    // A: 0 1 (live), B: 2 3 (given up), C: 4 (live).
+    let a: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
+    let (b0, b1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
+    let c = claim_and_publish(&segments, 4);
+    segments.cancel(b0);
+    let completer = {
+        let segments = segments.clone();
+        thread::spawn(move || segments.cancel(b1))
+    };
+    let served = serve_published(&segments);
+    completer.join().unwrap();
+    assert_eq!(served, [0, 1, 4], "the cursor lost a ticket");
+    for ticket in a.into_iter().chain([c]) {
+        segments.release(ticket);
+    }
+}
+
+#[test]
+fn the_cursor_passing_races_a_splice() {
+    loom::model(the_cursor_passes_while_a_segment_is_spliced);
+}
+
+/// Negative control: a splice that ignores the cursor's pass can take out the
+/// segment the cursor has just moved into and clean it up under it: the cursor
+/// finds its link gone and loses what follows.
+#[test]
+fn a_splice_under_the_cursor_loses_its_way() {
+    without(
+        Mechanism::SpliceRespectsPass,
+        "the cursor lost a ticket",
+        the_cursor_passes_while_a_segment_is_spliced,
+    );
+}
+
+/// The segment a removal completes is still the tail (full, no successor yet)
+/// while a claimer arrives: the removal installs the successor and swings `tail`
+/// as a helper would, racing the claimer's own help, before it freezes and
+/// splices. The claimer's ticket lands in the successor and is served; the
+/// removed segment goes.
+fn a_removal_at_the_tail_races_a_claim() {
+    let segments = Arc::new(Segments::new());
+    // A: 0 1 (live), B: 2 3 (given up; the tail, full).
+    let a: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
+    let (b0, b1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
+    segments.cancel(b0);
+    let completer = {
+        let segments = segments.clone();
+        thread::spawn(move || segments.cancel(b1))
+    };
+    let claimer = {
+        let segments = segments.clone();
+        thread::spawn(move || claim_and_publish(&segments, 4))
+    };
+    completer.join().unwrap();
+    let c = claimer.join().unwrap();
+    assert_eq!(
+        segments.live_segments(),
+        2,
+        "a removed segment is still alive"
+    );
+    assert_eq!(
+        serve_published(&segments),
+        [0, 1, 4],
+        "the list lost a ticket"
+    );
+    for ticket in a.into_iter().chain([c]) {
+        segments.release(ticket);
+    }
+}
+
+#[test]
+fn a_removal_at_the_tail_installs_and_swings() {
+    loom::model(a_removal_at_the_tail_races_a_claim);
 }

@@ -1,11 +1,10 @@
 //! The next wait queue's storage (issue 9, docs/next-queue.md): cells in a list
-//! of segments, indexed by ticket, reclaimed without waiting for anyone.
+//! of segments, indexed by ticket, from which a segment whose cells are all
+//! cancelled is removed by the cancel that completes it, without waiting for
+//! anyone.
 //!
 //! Not used by the semaphore yet, so built only in the crate's tests: it is
-//! model-checked on its own first (`loom_tests/segments.rs`), and removing a
-//! segment whose cells are all cancelled from the middle of the list is the next
-//! step. What is here: claiming tickets, installing segments, the serving cursor's
-//! walk, and freeing every segment exactly once.
+//! model-checked on its own first (`loom_tests/segments.rs`).
 //!
 //! # Shape
 //!
@@ -14,34 +13,59 @@
 //! alignment leaves free. A count below `CELLS` is the segment's next ticket; once
 //! it reaches `CELLS` the segment is full, and every claimer counted above `CELLS`
 //! is a *helper*: it installs the next segment unless someone has, swings `tail`
-//! to it, and claims again. The one cursor, the serving role's, walks the cells in
-//! ticket order and moves into the next segment when it has passed the last cell.
+//! to it, and claims again.
+//!
+//! The one cursor, the serving role's, walks the cells in ticket order; `head`
+//! names its segment. It moves on in three steps any thread can finish: it flags
+//! its segment's link [`PASSING`], `head` swings to the next segment, and the
+//! swing's winner clears the link to [`GONE`].
+//!
+//! Links (`next`, `head`) are words: the target's address, two flags, and the
+//! readers in transit: reading a link and counting a reference on its target is
+//! one step on the word, so a thread that changes the link hands those readers'
+//! counts to the old target, which can then never be freed under a reader.
+//!
+//! A cancel counts itself in its segment's count word and lets go of its
+//! ticket's reference in the same step; the one that completes the segment keeps
+//! it and removes the segment: it makes sure `tail` has left it (installing the
+//! successor if need be), *freezes* its link with [`MARK`], then walks from
+//! `head` to its predecessor and *splices* it out with a CAS on the
+//! predecessor's link, splicing out any other frozen segment it meets on the way.
+//! The thread whose splice wins cleans the segment up: it clears the segment's
+//! link to [`GONE`], so a removed segment keeps nothing after it alive. A
+//! segment the cursor has reached is not spliced; the cursor passes it.
 //!
 //! # Invariants
 //!
 //! 1. Every ticket is claimed once, in order: a claim is a CAS that adds one to
 //!    the count it read, and `tail` leaves a segment only once all its `CELLS`
 //!    tickets are taken.
-//! 2. A segment's `refs` counts the references that keep it alive: its tickets not
-//!    yet released (`CELLS` at birth, each released once by its holder); `TAIL`
-//!    while `tail` names it, less the helpers that `tail`'s count names and that
-//!    have already let go (the swing adds the helpers counted and removes `TAIL`,
-//!    so `TAIL` above the most helpers there can be keeps the count above zero
-//!    until then); and one for what reaches it from behind: its predecessor's
-//!    `next`, or the cursor (which takes the link's reference over when it moves
-//!    in, and starts with the first segment's).
+//! 2. A segment's count holds its references: its tickets not yet released or
+//!    cancelled (`CELLS` at birth); `TAIL` while `tail` names it, less the helpers
+//!    that `tail`'s count names and that have already let go (the swing adds the
+//!    helpers counted and removes `TAIL`, which exceeds the most helpers there can
+//!    be); [`LINK_REF`] for each link that names it (a predecessor's `next`, or
+//!    `head`), less its readers in transit, who each give back one; and one for
+//!    each thread holding it while it works (a walker, a pass, a splice).
 //! 3. Nobody touches a segment without holding one of those references, so the
-//!    release that brings `refs` to zero is the last access but the free, and
+//!    release that brings the count to zero is the last access but the free, and
 //!    happens once.
-//! 4. `next` is empty, then the successor (set once, by a CAS), then [`PASSED`]
-//!    once the cursor has moved in. The cursor swings `tail` off a segment before
-//!    marking it passed, so whoever reads [`PASSED`] knows `tail` has moved on.
-//! 5. `tail` is never behind the cursor: the cursor moves into a segment only
-//!    after `tail` has left the one before.
+//! 4. A link never names a segment it has left: `next` is empty, then names the
+//!    successor, then (by splices) later segments, then [`GONE`]. `tail` leaves a
+//!    segment before its link is frozen or let go of, so whoever reads [`GONE`]
+//!    knows `tail` has moved on.
+//! 5. `tail` is never behind the cursor, and `head` never names a spliced
+//!    segment: a splice's CAS fails on a link flagged [`PASSING`], and a
+//!    segment's link is frozen only after `tail` has left it.
+//! 6. A frozen link changes only to [`GONE`], by the cleaner of its segment; a
+//!    splice's CAS fails on a frozen link unless it is `head`'s segment's (which
+//!    is passed, never spliced), so no splice goes through a removed segment.
 //!
-//! A segment the cursor has left is freed as soon as its last ticket is released:
-//! a ticket held for long (a granted request whose owner is descheduled) keeps its
-//! own segment, not the ones after it, since the cursor's move clears the link.
+//! A segment the cursor has left is freed once its last ticket is released, and
+//! a removed one once its splice's winner has cleaned it up and its walkers have
+//! let go: each stalled thread holds at most the two segments it is working on,
+//! not what follows them. The memory held is then the segments with a live
+//! ticket, plus a constant per thread.
 //!
 //! In the crate's tests a freed segment is marked and its memory kept until the
 //! list is dropped: a use after the free fails an assertion instead of being
@@ -49,23 +73,21 @@
 //!
 //! # Progress
 //!
-//! A claim is lock-free: each retry of its CAS follows another claim's success,
-//! a helper's install and swing each complete or find them done by another, and a
-//! helper claims again only after the segment it found full has been left behind.
-//! The one exception is a saturated count (more than `COUNT - CELLS` helpers on one
-//! full segment at once: 992 threads inside the same few instructions), where a
-//! claimer waits for one of them. Releasing a ticket is one `fetch_sub`; moving the
-//! cursor is bounded (at most one swing, which another thread may have done).
+//! Every operation is lock-free: each retry of a CAS follows another thread's
+//! success, a walk starts again only after another thread's splice, pass or
+//! freeze changed what it read, and a helper's install and swing each complete or
+//! find them done by another. The exceptions are saturated counts, where a thread
+//! waits for one of the others to leave: more than `COUNT - CELLS` helpers on one
+//! full segment at once (992), or more than [`TRANSIT`] readers on one link (255),
+//! inside the same few instructions.
 //!
 //! # Memory orderings
 //!
-//! `refs` is released with `AcqRel`: the release that reaches zero acquires every
-//! other holder's accesses before the free. `next` is published with a `Release`
-//! CAS and read with `Acquire`, so whoever reaches a segment through it sees its
-//! initialization; the swing passes that on to claimers through `tail`, whose
-//! CASes are `AcqRel` and loads `Acquire`. The cursor's store of [`PASSED`] is
-//! `Release` after its swing, and a helper's `Acquire` read of it orders its next
-//! read of `tail` after the swing.
+//! Counts are let go of with `AcqRel`: the release that reaches zero acquires
+//! every other holder's accesses before the free. Links are written by `AcqRel`
+//! read-modify-writes and read with `Acquire`, so whoever reaches a segment
+//! through one sees its initialization and its predecessor's changes; the swing
+//! passes that on to claimers through `tail`, likewise.
 
 use core::ptr::{addr_of_mut, NonNull};
 use core::task::Waker;
@@ -89,12 +111,35 @@ const COUNT: usize = ALIGN - 1;
 /// `tail`'s reference on the segment it names: more than the helpers `COUNT`
 /// can name, so the segment outlives every helper that lets go before the swing.
 const TAIL: usize = ALIGN;
-/// `next` of a segment the cursor has moved out of (not an address: unaligned).
-pub(crate) const PASSED: usize = 1;
+/// A link word (`next`, `head`): the target's address | [`MARK`] | [`PASSING`] |
+/// readers in transit (below [`TRANSIT`]): a reader counts itself in the word in
+/// the same step that reads the address, then moves the count to the target.
+const TRANSIT: usize = 0xff;
+/// On `next`: the cursor is moving from this segment into the one named.
+const PASSING: usize = 1 << 8;
+/// On `next`: every cell of this segment is cancelled, and the link is frozen.
+const MARK: usize = 1 << 9;
+/// A link let go of: the cursor has left its segment, or the segment was spliced
+/// out and cleaned up. Whoever reads it knows `tail` and `head` have moved on.
+const GONE: usize = PASSING | MARK;
+/// What a link (a `next` or `head`) holds of its target's count: more than the
+/// readers a link word can have in transit, so a reader that gives back the count
+/// the link handed over, before the link's changer has handed it over, never
+/// takes the target to zero (the changer lets go of `LINK_REF - transit` in one step).
+const LINK_REF: usize = TRANSIT + 1;
+/// A segment's count word: references below, cancelled cells from here up.
+const CANCEL_SHIFT: usize = usize::BITS as usize - 6;
+const CANCEL_UNIT: usize = 1 << CANCEL_SHIFT;
+const REFS: usize = CANCEL_UNIT - 1;
 
-// The block the shape is sized for (atomics of the loom and shuttle builds are
-// larger; the quarantine's fields take the bytes the header leaves in a test build).
-#[cfg(not(any(admit_loom, admit_shuttle)))]
+/// The segment a link word names, if any.
+fn target(word: usize) -> Option<NonNull<Segment>> {
+    NonNull::new((word & !COUNT) as *mut Segment)
+}
+
+// The block the shape is sized for (the crate's tests add the quarantine, and
+// their loom and shuttle atomics are larger).
+#[cfg(not(test))]
 const _: () = assert!(core::mem::size_of::<Segment>() == ALIGN);
 
 /// One parked request's place: what the semaphore will keep in it.
@@ -112,10 +157,13 @@ pub(crate) struct Cell {
 /// `CELLS` cells and the links and count that keep them.
 #[repr(C, align(1024))]
 struct Segment {
-    /// Empty (0), the successor's address, or [`PASSED`] (invariant 4).
+    /// Empty (0), then a link word naming the successor, then [`GONE`].
     next: AtomicUsize,
-    /// The references that keep the segment alive (invariant 2).
+    /// The references that keep the segment alive (invariant 2), and its
+    /// cancelled cells above [`CANCEL_SHIFT`].
     refs: AtomicUsize,
+    /// The segment's place in the list: its first ticket divided by `CELLS`.
+    id: usize,
     cells: [Cell; CELLS],
     /// In the crate's tests a freed segment's memory is kept until its list is
     /// dropped, so that a use after the free is caught, not undefined.
@@ -170,7 +218,7 @@ struct Graveyard {
 impl Segment {
     /// Allocates a segment with `refs` references, every cell zeroed. Fields are
     /// written in place: a segment is a kilobyte, not to be built on the stack.
-    fn alloc(refs: usize, graveyard: &Graveyard) -> NonNull<Segment> {
+    fn alloc(refs: usize, id: usize, graveyard: &Graveyard) -> NonNull<Segment> {
         let layout = Layout::new::<Segment>();
         // SAFETY: `Segment` is not zero-sized.
         let raw = unsafe { heap::alloc(layout) }.cast::<Segment>();
@@ -183,6 +231,7 @@ impl Segment {
         unsafe {
             addr_of_mut!((*p).next).write(AtomicUsize::new(0));
             addr_of_mut!((*p).refs).write(AtomicUsize::new(refs));
+            addr_of_mut!((*p).id).write(id);
             let cells = addr_of_mut!((*p).cells).cast::<Cell>();
             for i in 0..CELLS {
                 cells.add(i).write(Cell {
@@ -218,8 +267,8 @@ impl Segment {
             .live()
             .refs
             .fetch_sub(n, Ordering::AcqRel);
-        debug_assert!(before >= n, "segment references underflow");
-        if before == n {
+        debug_assert!(before & REFS >= n, "segment references underflow");
+        if before & REFS == n {
             // SAFETY: the last reference: nobody else can reach the segment
             // (invariant 3), and `AcqRel` above ordered their accesses before this.
             unsafe { Segment::free(segment) };
@@ -285,6 +334,61 @@ impl Segment {
         self
     }
 
+    /// Counts a reference on the segment `link` names, if it names one, and
+    /// returns it with the word read. The read and a reader's count in the link
+    /// word are one step; the count then moves to the segment, and is given back
+    /// to the link unless the link has changed and handed it over (links never
+    /// come back to a segment they left, so an unchanged address means unchanged).
+    fn acquire(link: &AtomicUsize) -> Option<(NonNull<Segment>, usize)> {
+        let mut word = link.load(Ordering::Acquire);
+        let segment = loop {
+            let segment = target(word)?;
+            if word & TRANSIT == TRANSIT {
+                // Saturated: 255 readers of one link at once. Wait for one.
+                core::hint::spin_loop();
+                word = link.load(Ordering::Acquire);
+                continue;
+            }
+            match link.compare_exchange_weak(word, word + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break segment,
+                Err(actual) => word = actual,
+            }
+        };
+        // SAFETY: the link's reference, which our count in it keeps or hands over.
+        unsafe { segment.as_ref() }
+            .live()
+            .refs
+            .fetch_add(1, Ordering::AcqRel);
+        let mut now = link.load(Ordering::Acquire);
+        loop {
+            if target(now) != Some(segment) {
+                // Handed over with the change: give back the count it added.
+                // SAFETY: ours, and the one counted above keeps it alive.
+                unsafe { Segment::release(segment, 1) };
+                break;
+            }
+            match link.compare_exchange_weak(now, now - 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(actual) => now = actual,
+            }
+        }
+        Some((segment, word))
+    }
+
+    /// After a CAS or swap replaced the link word `old`: its target lets go of the
+    /// link's reference, less the readers in transit, each of whom gives back one.
+    ///
+    /// # Safety
+    ///
+    /// `old` was the link's word, replaced by the caller.
+    unsafe fn let_go_of_link(old: usize) {
+        if let Some(segment) = target(old) {
+            // SAFETY: the link's reference, less what its readers in transit
+            // will give back one by one.
+            unsafe { Segment::release(segment, LINK_REF - (old & TRANSIT)) };
+        }
+    }
+
     /// The segment `tail`'s word names, and its count.
     fn split(word: usize) -> (NonNull<Segment>, usize) {
         // SAFETY: `tail` always names a segment: the word is never zero above
@@ -310,20 +414,14 @@ impl Ticket {
     }
 }
 
-/// The serving role's place in the list: the next cell to look at.
-#[derive(Debug)]
-pub(crate) struct Cursor {
-    /// Holds one reference (invariant 2).
-    segment: NonNull<Segment>,
-    index: usize,
-}
-
 /// The list of segments, and its cursor.
 pub(crate) struct Segments {
     /// The tail segment's address | the count (see the module docs).
     tail: AtomicUsize,
-    /// Used only by whoever holds the serving role.
-    cursor: UnsafeCell<Cursor>,
+    /// A link word naming the cursor's segment (the first not yet passed).
+    head: AtomicUsize,
+    /// The cursor's cell in `head`'s segment; used only by the serving role.
+    index: UnsafeCell<usize>,
     /// Where the crate's tests keep freed segments until the drop.
     #[cfg(test)]
     /// Owned: from `Box::into_raw`, so the segments' pointers to it stay valid
@@ -333,29 +431,27 @@ pub(crate) struct Segments {
 
 // SAFETY: the segments are reached through atomics and references counted per
 // invariant 2; the cursor only by the serving role, which one thread holds at a
-// time (the caller's promise to `cursor`).
+// time (the caller's promise to `current` and `advance`).
 unsafe impl Send for Segments {}
 // SAFETY: as above.
 unsafe impl Sync for Segments {}
 
 impl Segments {
-    /// An empty list: one segment, named by `tail` and by the cursor.
+    /// An empty list: one segment, named by `tail` and by `head`.
     pub(crate) fn new() -> Segments {
         #[cfg(test)]
         let graveyard = NonNull::from(alloc::boxed::Box::leak(alloc::boxed::Box::default()));
         #[cfg(test)]
         // SAFETY: just made, freed only by the list's drop.
-        let first = Segment::alloc(CELLS + TAIL + 1, unsafe { graveyard.as_ref() });
+        let first = Segment::alloc(CELLS + TAIL + LINK_REF, 0, unsafe { graveyard.as_ref() });
         #[cfg(not(test))]
-        let first = Segment::alloc(CELLS + TAIL + 1, &());
+        let first = Segment::alloc(CELLS + TAIL + LINK_REF, 0, &());
         Segments {
             #[cfg(test)]
             graveyard,
             tail: AtomicUsize::new(first.as_ptr() as usize),
-            cursor: UnsafeCell::new(Cursor {
-                segment: first,
-                index: 0,
-            }),
+            head: AtomicUsize::new(first.as_ptr() as usize),
+            index: UnsafeCell::new(0),
         }
     }
 
@@ -398,7 +494,9 @@ impl Segments {
                 Ok(_) => {
                     // A helper, holding a reference counted in `tail`.
                     // SAFETY: that reference.
-                    unsafe { self.help(segment) };
+                    unsafe { self.move_tail_past(segment) };
+                    // SAFETY: the helper's reference, not touched again.
+                    unsafe { Segment::release(segment, 1) };
                     word = self.tail.load(Ordering::Acquire);
                 }
                 Err(actual) => word = actual,
@@ -406,50 +504,51 @@ impl Segments {
         }
     }
 
-    /// Moves `tail` past the full `segment`, installing its successor if need be,
-    /// then lets go of the helper's reference.
+    /// Makes sure the full `segment` has a successor and `tail` has left it;
+    /// returns its link word then (or [`GONE`]: `tail` has moved on already).
     ///
     /// # Safety
     ///
-    /// The caller holds a helper's reference on `segment` (counted in `tail`).
-    unsafe fn help(&self, segment: NonNull<Segment>) {
-        // SAFETY: the helper's reference.
+    /// The caller holds a reference on `segment`, all of whose tickets are taken.
+    unsafe fn move_tail_past(&self, segment: NonNull<Segment>) -> usize {
+        // SAFETY: the caller's reference.
         let full = unsafe { segment.as_ref() }.live();
-        let mut next = full.next.load(Ordering::Acquire);
-        if next == 0 {
+        let mut word = full.next.load(Ordering::Acquire);
+        if word == 0 {
             // Its tickets, `tail`'s reference, and the link about to name it.
-            let fresh = Segment::alloc(CELLS + TAIL + 1, self.graveyard());
+            let fresh = Segment::alloc(CELLS + TAIL + LINK_REF, full.id + 1, self.graveyard());
             match full.next.compare_exchange(
                 0,
                 fresh.as_ptr() as usize,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => next = fresh.as_ptr() as usize,
+                Ok(_) => word = fresh.as_ptr() as usize,
                 Err(actual) => {
                     // SAFETY: never shared.
                     unsafe { Segment::free(fresh) };
-                    next = actual;
+                    word = actual;
                 }
             }
         }
-        if next != PASSED {
+        // A `GONE` link: whoever let go of it moved `tail` on first.
+        if let Some(next) = target(word) {
             self.swing(segment, next);
         }
-        // A `PASSED` link: the cursor swung `tail` before marking it (invariant 4).
-        // SAFETY: the helper's reference, not touched again.
-        unsafe { Segment::release(segment, 1) };
+        word
     }
 
     /// Moves `tail` from `full` to `next` (its successor) unless it has moved on,
     /// handing the helpers counted in `tail` over to `full`'s own count.
-    fn swing(&self, full: NonNull<Segment>, next: usize) {
+    fn swing(&self, full: NonNull<Segment>, next: NonNull<Segment>) {
         let mut word = self.tail.load(Ordering::Acquire);
         while Segment::split(word).0 == full {
-            match self
-                .tail
-                .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.tail.compare_exchange_weak(
+                word,
+                next.as_ptr() as usize,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => {
                     let helpers = (word & COUNT) - CELLS;
                     let handed_over = if Mechanism::SwingCountsHelpers.on() {
@@ -458,8 +557,7 @@ impl Segments {
                         TAIL
                     };
                     // SAFETY: `tail`'s reference, which the swing ended; the
-                    // caller (a helper, or the cursor) holds another, so this
-                    // never frees.
+                    // caller holds another, so this never frees.
                     unsafe { Segment::release(full, handed_over) };
                     return;
                 }
@@ -475,6 +573,226 @@ impl Segments {
         unsafe { Segment::release(ticket.segment, 1) };
     }
 
+    /// Lets go of a ticket whose cell was cancelled (the caller's protocol made
+    /// sure of it, once): counts the cancel in the same step, and if it was the
+    /// segment's last cell, removes the segment from the list.
+    pub(crate) fn cancel(&self, ticket: Ticket) {
+        let segment = ticket.segment;
+        // SAFETY: the ticket's reference.
+        let counts = &unsafe { segment.as_ref() }.live().refs;
+        let mut word = counts.load(Ordering::Acquire);
+        loop {
+            let completes = (word >> CANCEL_SHIFT) + 1 == CELLS;
+            // The cancel that completes the segment keeps its reference to
+            // remove it; the others let go of theirs in the same step.
+            let new = if completes {
+                word + CANCEL_UNIT
+            } else {
+                word + CANCEL_UNIT - 1
+            };
+            match counts.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) if completes => {
+                    // SAFETY: the ticket's reference, kept.
+                    unsafe { self.remove(segment) };
+                    // SAFETY: as above, let go of now.
+                    unsafe { Segment::release(segment, 1) };
+                    return;
+                }
+                Ok(_) => {
+                    if new & REFS == 0 {
+                        // SAFETY: the last reference was the ticket's, let go of.
+                        unsafe { Segment::free(segment) };
+                    }
+                    return;
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Removes `x`, whose cells are all cancelled: freezes its link, then walks
+    /// from the cursor's segment to its predecessor and splices it out, splicing
+    /// out on the way any other frozen segment it meets. A segment the cursor
+    /// has reached is left to the cursor, which passes it.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds a reference on `x`.
+    unsafe fn remove(&self, x: NonNull<Segment>) {
+        // SAFETY: the caller's reference.
+        let xs = unsafe { x.as_ref() }.live();
+        // SAFETY: as above; every ticket of `x` was taken (all are cancelled).
+        let word = unsafe { self.move_tail_past(x) };
+        if word == GONE {
+            return; // the cursor has passed `x`
+        }
+        if Mechanism::Freeze.on() {
+            xs.next.fetch_or(MARK, Ordering::AcqRel);
+        }
+        'walk: loop {
+            let (mut p, _) = Segment::acquire(&self.head).expect("head names a segment");
+            let mut p_is_head = true;
+            loop {
+                // SAFETY: `p` is counted (ours).
+                let ps = unsafe { p.as_ref() }.live();
+                if ps.id >= xs.id {
+                    // `x` is the cursor's, or behind it: passed, not spliced.
+                    // SAFETY: ours.
+                    unsafe { Segment::release(p, 1) };
+                    return;
+                }
+                let word = ps.next.load(Ordering::Acquire);
+                if word & PASSING != 0 && word != GONE {
+                    // The cursor is moving on from `p`: help it, then start over.
+                    // SAFETY: ours.
+                    unsafe { self.finish_pass(p) };
+                }
+                if word & PASSING != 0 || (word & MARK != 0 && !p_is_head) {
+                    // SAFETY: ours.
+                    unsafe { Segment::release(p, 1) };
+                    continue 'walk;
+                }
+                let Some((c, _)) = Segment::acquire(&ps.next) else {
+                    // Empty: the end of the list, `x` not met (spliced out by
+                    // another). Otherwise `p` was cleaned up meanwhile.
+                    let end = ps.next.load(Ordering::Acquire) == 0;
+                    // SAFETY: ours.
+                    unsafe { Segment::release(p, 1) };
+                    if end {
+                        return;
+                    }
+                    continue 'walk;
+                };
+                // SAFETY: `c` is counted (ours).
+                let cs = unsafe { c.as_ref() }.live();
+                if cs.id > xs.id {
+                    // Past `x`: another walker spliced it out.
+                    // SAFETY: ours.
+                    unsafe {
+                        Segment::release(c, 1);
+                        Segment::release(p, 1);
+                    }
+                    return;
+                }
+                if cs.next.load(Ordering::Acquire) & MARK == 0 {
+                    // `c` is live: walk on.
+                    // SAFETY: ours.
+                    unsafe { Segment::release(p, 1) };
+                    p = c;
+                    p_is_head = false;
+                    continue;
+                }
+                // `c` is frozen: splice it out of `p`'s link.
+                // SAFETY: ours.
+                let spliced = unsafe { self.splice(p, c, p_is_head) };
+                // SAFETY: ours.
+                unsafe { Segment::release(c, 1) };
+                if !spliced {
+                    // SAFETY: ours.
+                    unsafe { Segment::release(p, 1) };
+                    continue 'walk;
+                }
+                if c == x {
+                    // SAFETY: ours.
+                    unsafe { Segment::release(p, 1) };
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Splices the frozen `c` out of `p`'s link, and if this thread's CAS is the
+    /// one that did, cleans `c` up. Returns whether `c` is out of `p`'s link.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds references on `p` and `c`.
+    unsafe fn splice(&self, p: NonNull<Segment>, c: NonNull<Segment>, p_is_head: bool) -> bool {
+        // SAFETY: the caller's references.
+        let (ps, cs) = unsafe { (p.as_ref().live(), c.as_ref().live()) };
+        // `c`'s link is frozen: its target stays until `c` is cleaned up.
+        let Some((succ, _)) = Segment::acquire(&cs.next) else {
+            return false; // cleaned up: spliced by someone else
+        };
+        // SAFETY: ours; the reference the new link will hold.
+        unsafe { succ.as_ref() }
+            .refs
+            .fetch_add(LINK_REF, Ordering::AcqRel);
+        let mut word = ps.next.load(Ordering::Acquire);
+        loop {
+            let live_link = word & MARK == 0 || p_is_head || !Mechanism::SpliceNeedsLiveLink.on();
+            let passing = word & PASSING != 0 && Mechanism::SpliceRespectsPass.on();
+            if target(word) != Some(c) || passing || !live_link {
+                // SAFETY: ours, and the link's that was not made.
+                unsafe { Segment::release(succ, LINK_REF + 1) };
+                return false;
+            }
+            let new = succ.as_ptr() as usize | (word & MARK);
+            match ps
+                .next
+                .compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // SAFETY: ours (the link holds its own now).
+                    unsafe { Segment::release(succ, 1) };
+                    // SAFETY: the word we replaced.
+                    unsafe { Segment::let_go_of_link(word) };
+                    // Ours to clean up: let go of its link (`tail` left it
+                    // before it was frozen), so it keeps nothing after it alive.
+                    let old = cs.next.swap(GONE, Ordering::AcqRel);
+                    // SAFETY: the word we replaced.
+                    unsafe { Segment::let_go_of_link(old) };
+                    return true;
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Finishes the cursor's move out of `p`, whose link is flagged [`PASSING`]:
+    /// swings `head` to the segment the link names (unless someone has), and the
+    /// thread whose swing won lets go of the link.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds a reference on `p`.
+    unsafe fn finish_pass(&self, p: NonNull<Segment>) {
+        // SAFETY: the caller's reference.
+        let ps = unsafe { p.as_ref() }.live();
+        let Some((next, _)) = Segment::acquire(&ps.next) else {
+            return; // let go of already: `head` has moved
+        };
+        // SAFETY: ours; the reference `head` will hold.
+        unsafe { next.as_ref() }
+            .refs
+            .fetch_add(LINK_REF, Ordering::AcqRel);
+        let mut word = self.head.load(Ordering::Acquire);
+        loop {
+            if target(word) != Some(p) {
+                // Someone else swung it.
+                // SAFETY: ours, and `head`'s that was not made.
+                unsafe { Segment::release(next, LINK_REF + 1) };
+                return;
+            }
+            match self.head.compare_exchange_weak(
+                word,
+                next.as_ptr() as usize,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => word = actual,
+            }
+        }
+        // SAFETY: ours (`head` holds its own now).
+        unsafe { Segment::release(next, 1) };
+        // SAFETY: the word we replaced (`head`'s reference on `p`).
+        unsafe { Segment::let_go_of_link(word) };
+        let old = ps.next.swap(GONE, Ordering::AcqRel);
+        // SAFETY: the word we replaced.
+        unsafe { Segment::let_go_of_link(old) };
+    }
+
     /// The cell at the cursor, if its ticket has been claimed: moves the cursor
     /// into the next segment first if it has passed the last cell of its own and
     /// the next is installed. `None`: the queue ends at the cursor for now.
@@ -485,38 +803,37 @@ impl Segments {
     /// does not keep the cell past the next [`advance`](Self::advance).
     pub(crate) unsafe fn current(&self) -> Option<&Cell> {
         // SAFETY: the caller's role.
-        let cursor = self.cursor.with_mut(|c| unsafe { &mut *c });
-        if cursor.index == CELLS {
-            // SAFETY: the cursor's reference.
-            let passed = unsafe { cursor.segment.as_ref() }.live();
-            let next = passed.next.load(Ordering::Acquire);
-            if next == 0 {
-                return None;
-            }
-            debug_assert_ne!(next, PASSED, "the cursor passed its own segment");
+        let index = self.index.with_mut(|i| unsafe { &mut *i });
+        // `head` moves only once the cursor has flagged its link: it names the
+        // cursor's segment, which its reference keeps alive.
+        let mut segment = target(self.head.load(Ordering::Acquire)).expect("head");
+        if *index == CELLS {
+            // SAFETY: `head`'s reference.
+            let passed = unsafe { segment.as_ref() }.live();
+            let word = passed.next.load(Ordering::Acquire);
+            let next = target(word)?;
             if Mechanism::PassSwingsTail.on() {
-                self.swing(cursor.segment, next);
+                self.swing(segment, next);
             }
-            // The link's reference on `next` becomes the cursor's.
-            passed.next.store(PASSED, Ordering::Release);
-            let old = core::mem::replace(
-                cursor,
-                Cursor {
-                    // SAFETY: installed segments are never null.
-                    segment: unsafe { NonNull::new_unchecked(next as *mut Segment) },
-                    index: 0,
-                },
-            );
-            // SAFETY: the cursor's old reference, not touched again.
-            unsafe { Segment::release(old.segment, 1) };
+            // Our own reference for the pass: once the link is flagged, anyone
+            // may swing `head` on and let go of `head`'s.
+            passed.refs.fetch_add(1, Ordering::AcqRel);
+            passed.next.fetch_or(PASSING, Ordering::AcqRel);
+            // SAFETY: the reference just counted.
+            unsafe {
+                self.finish_pass(segment);
+                Segment::release(segment, 1);
+            }
+            *index = 0;
+            segment = target(self.head.load(Ordering::Acquire)).expect("head");
         }
         let (tail, count) = Segment::split(self.tail.load(Ordering::Acquire));
         // `tail` is never behind the cursor (invariant 5): elsewhere means past.
-        if tail == cursor.segment && cursor.index >= count {
+        if tail == segment && *index >= count {
             return None;
         }
-        // SAFETY: the cursor's reference keeps the segment alive until it moves.
-        Some(unsafe { &cursor.segment.as_ref().live().cells[cursor.index] })
+        // SAFETY: `head`'s reference keeps the segment alive until the cursor moves.
+        Some(unsafe { &segment.as_ref().live().cells[*index] })
     }
 
     /// Moves the cursor past the cell [`current`](Self::current) returned.
@@ -526,7 +843,7 @@ impl Segments {
     /// As for `current`, which returned a cell since the last call.
     pub(crate) unsafe fn advance(&self) {
         // SAFETY: the caller's role.
-        self.cursor.with_mut(|c| unsafe { (*c).index += 1 });
+        self.index.with_mut(|i| unsafe { *i += 1 });
     }
 }
 
@@ -537,25 +854,23 @@ impl Drop for Segments {
         let (tail, count) = Segment::split(self.tail.load(Ordering::Acquire));
         debug_assert!(count <= CELLS, "a helper outlived the list");
         // SAFETY: `tail`'s reference and those of its tickets never claimed;
-        // the link or cursor behind it keeps it alive for the walk below.
+        // the link or `head` behind it keeps it alive for the walk below.
         unsafe { Segment::release(tail, TAIL + CELLS - count.min(CELLS)) };
-        // SAFETY: `&mut self`: nobody else holds the role.
-        let mut segment = self.cursor.with_mut(|c| unsafe { (*c).segment });
+        let mut segment = target(self.head.load(Ordering::Acquire)).expect("head");
         loop {
-            // SAFETY: the cursor's reference, or the link's we took over below.
+            // SAFETY: `head`'s reference, or the link's we took over below.
             let next = unsafe { segment.as_ref() }
                 .live()
                 .next
                 .load(Ordering::Acquire);
             // SAFETY: that reference; with every ticket released and `tail`'s
             // gone, the last one.
-            unsafe { Segment::release(segment, 1) };
-            if next == 0 {
+            unsafe { Segment::release(segment, LINK_REF) };
+            let Some(next) = target(next) else {
                 break;
-            }
-            // SAFETY: installed segments are never null; we now hold the link's
-            // reference of the segment just freed.
-            segment = unsafe { NonNull::new_unchecked(next as *mut Segment) };
+            };
+            // We now hold the link's reference of the segment just freed.
+            segment = next;
         }
         #[cfg(test)]
         // SAFETY: the list's own, not used again.
@@ -565,10 +880,10 @@ impl Drop for Segments {
     }
 }
 
-#[cfg(all(test, not(admit_loom)))]
+#[cfg(test)]
 impl Segments {
     /// Segments allocated and not yet freed.
-    fn live_segments(&self) -> usize {
+    pub(crate) fn live_segments(&self) -> usize {
         let graveyard = self.graveyard();
         let allocated = graveyard
             .allocated
@@ -598,6 +913,7 @@ fn claim_serve_release(
 
     const PUBLISHED: usize = 1;
     const SERVED: usize = 2;
+    const CANCELLED: usize = 3;
 
     let segments = Arc::new(Segments::new());
     let claimers: Vec<_> = (0..threads)
@@ -608,6 +924,12 @@ fn claim_serve_release(
                 for round in 0..rounds {
                     let ticket = segments.claim();
                     let cell = ticket.cell();
+                    if (me + round) % 3 == 0 {
+                        // Give up before publishing: the server skips it.
+                        cell.status.store(CANCELLED, Release);
+                        segments.cancel(ticket);
+                        continue;
+                    }
                     // SAFETY: the cell is the ticket holder's until published.
                     cell.units.with_mut(|u| unsafe { *u = me * rounds + round });
                     cell.status.store(PUBLISHED, Release);
@@ -627,13 +949,23 @@ fn claim_serve_release(
         .collect();
     let mut next_round = std::vec![0; threads];
     let mut served = 0;
-    while served < threads * rounds {
+    let given_up = (0..threads)
+        .map(|me| (0..rounds).filter(|round| (me + round) % 3 == 0).count())
+        .sum::<usize>();
+    while served < threads * rounds - given_up {
         // SAFETY: this thread is the only server.
         match unsafe { segments.current() } {
+            Some(cell) if cell.status.load(Acquire) == CANCELLED => {
+                // SAFETY: the only server; `cell` is not used again.
+                unsafe { segments.advance() };
+            }
             Some(cell) if cell.status.load(Acquire) == PUBLISHED => {
                 // SAFETY: published with `Release`, read after the `Acquire`.
                 let value = cell.units.with_mut(|u| unsafe { *u });
                 let (me, round) = (value / rounds, value % rounds);
+                while (me + next_round[me]) % 3 == 0 {
+                    next_round[me] += 1; // given up
+                }
                 assert_eq!(round, next_round[me], "claimer {me}'s tickets out of order");
                 next_round[me] += 1;
                 cell.status.store(SERVED, Release);
@@ -647,9 +979,17 @@ fn claim_serve_release(
     for join in claimers {
         join();
     }
+    // Past the last served ticket: only given-up ones, then the end.
     // SAFETY: the only server.
-    let past_the_last = unsafe { segments.current() };
-    assert!(past_the_last.is_none(), "a ticket past the last");
+    while let Some(cell) = unsafe { segments.current() } {
+        assert_eq!(
+            cell.status.load(Acquire),
+            CANCELLED,
+            "a ticket past the last"
+        );
+        // SAFETY: as above.
+        unsafe { segments.advance() };
+    }
     assert!(
         segments.live_segments() <= 2,
         "{} segments alive with every ticket served and released",
@@ -676,6 +1016,53 @@ mod tests {
     fn every_ticket_is_served_once_in_order_and_every_segment_freed() {
         let rounds = if cfg!(miri) { 2 * CELLS } else { 20_000 };
         claim_serve_release(4, rounds, std_spawn, std::thread::yield_now);
+    }
+
+    /// The defect the list exists to fix, at its level: the cursor is stuck behind
+    /// a ticket nobody publishes (a descheduled server or head), while callers
+    /// claim and give up. The segments they fill are removed by their cancels,
+    /// not left for the cursor.
+    #[test]
+    fn cancelled_segments_go_while_the_cursor_is_stuck() {
+        let segments = Segments::new();
+        let stuck = segments.claim();
+        for _ in 0..100 * CELLS {
+            let ticket = segments.claim();
+            segments.cancel(ticket);
+        }
+        assert!(
+            segments.live_segments() <= 3,
+            "{} segments alive for one live ticket",
+            segments.live_segments()
+        );
+        segments.release(stuck);
+    }
+
+    #[test]
+    fn cancelled_segments_go_while_the_cursor_is_stuck_threaded() {
+        let segments = std::sync::Arc::new(Segments::new());
+        let stuck = segments.claim();
+        let rounds = if cfg!(miri) { 3 * CELLS } else { 20_000 };
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let segments = segments.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..rounds {
+                        let ticket = segments.claim();
+                        segments.cancel(ticket);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(
+            segments.live_segments() <= 3,
+            "{} segments alive for one live ticket",
+            segments.live_segments()
+        );
+        segments.release(stuck);
     }
 
     #[test]
