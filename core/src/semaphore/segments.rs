@@ -1019,31 +1019,13 @@ mod tests {
     }
 
     /// The defect the list exists to fix, at its level: the cursor is stuck behind
-    /// a ticket nobody publishes (a descheduled server or head), while callers
-    /// claim and give up. The segments they fill are removed by their cancels,
-    /// not left for the cursor.
-    #[test]
-    fn cancelled_segments_go_while_the_cursor_is_stuck() {
-        let segments = Segments::new();
-        let stuck = segments.claim();
-        for _ in 0..100 * CELLS {
-            let ticket = segments.claim();
-            segments.cancel(ticket);
-        }
-        assert!(
-            segments.live_segments() <= 3,
-            "{} segments alive for one live ticket",
-            segments.live_segments()
-        );
-        segments.release(stuck);
-    }
-
-    #[test]
-    fn cancelled_segments_go_while_the_cursor_is_stuck_threaded() {
+    /// a ticket nobody publishes (a descheduled server or head), while `threads`
+    /// callers claim `rounds` tickets each and give them up. The segments they
+    /// fill are removed by their cancels, not left for the cursor.
+    fn given_up_behind_a_stuck_cursor(threads: usize, rounds: usize) {
         let segments = std::sync::Arc::new(Segments::new());
         let stuck = segments.claim();
-        let rounds = if cfg!(miri) { 3 * CELLS } else { 20_000 };
-        let threads: Vec<_> = (0..4)
+        let callers: Vec<_> = (0..threads)
             .map(|_| {
                 let segments = segments.clone();
                 std::thread::spawn(move || {
@@ -1054,8 +1036,8 @@ mod tests {
                 })
             })
             .collect();
-        for t in threads {
-            t.join().unwrap();
+        for caller in callers {
+            caller.join().unwrap();
         }
         assert!(
             segments.live_segments() <= 3,
@@ -1063,6 +1045,16 @@ mod tests {
             segments.live_segments()
         );
         segments.release(stuck);
+    }
+
+    #[test]
+    fn cancelled_segments_go_while_the_cursor_is_stuck() {
+        given_up_behind_a_stuck_cursor(1, 100 * CELLS);
+    }
+
+    #[test]
+    fn cancelled_segments_go_while_the_cursor_is_stuck_threaded() {
+        given_up_behind_a_stuck_cursor(4, if cfg!(miri) { 3 * CELLS } else { 20_000 });
     }
 
     #[test]
