@@ -883,12 +883,15 @@ impl Drop for Segments {
 #[cfg(test)]
 impl Segments {
     /// Segments allocated and not yet freed.
+    /// While others work, a snapshot: the frees are read first, and every one of
+    /// them happened after its segment's allocation was counted.
     pub(crate) fn live_segments(&self) -> usize {
         let graveyard = self.graveyard();
+        let freed = graveyard.freed.lock().unwrap().len();
         let allocated = graveyard
             .allocated
             .load(core::sync::atomic::Ordering::Relaxed);
-        allocated - graveyard.freed.lock().unwrap().len()
+        allocated - freed
     }
 }
 
@@ -1022,6 +1025,10 @@ mod tests {
     /// a ticket nobody publishes (a descheduled server or head), while `threads`
     /// callers claim `rounds` tickets each and give them up. The segments they
     /// fill are removed by their cancels, not left for the cursor.
+    ///
+    /// While they run, the segments alive never exceed a few per caller (each
+    /// holds at most its ticket's segment and the two a splice works on), however
+    /// the scheduler slices them; once they are done, those of the one live ticket.
     fn given_up_behind_a_stuck_cursor(threads: usize, rounds: usize) {
         let segments = std::sync::Arc::new(Segments::new());
         let stuck = segments.claim();
@@ -1036,6 +1043,15 @@ mod tests {
                 })
             })
             .collect();
+        let mut most = 0;
+        while callers.iter().any(|c| !c.is_finished()) {
+            most = most.max(segments.live_segments());
+            std::thread::yield_now();
+        }
+        assert!(
+            most <= 3 + 4 * threads,
+            "{most} segments alive at once for {threads} callers and one live ticket"
+        );
         for caller in callers {
             caller.join().unwrap();
         }
@@ -1055,6 +1071,12 @@ mod tests {
     #[test]
     fn cancelled_segments_go_while_the_cursor_is_stuck_threaded() {
         given_up_behind_a_stuck_cursor(4, if cfg!(miri) { 3 * CELLS } else { 20_000 });
+    }
+
+    /// The storm's shape: more runnable callers than this machine has cores.
+    #[test]
+    fn cancelled_segments_stay_bounded_with_more_callers_than_cores() {
+        given_up_behind_a_stuck_cursor(32, if cfg!(miri) { CELLS } else { 5_000 });
     }
 
     #[test]
