@@ -574,30 +574,29 @@ impl Segments {
     }
 
     /// Lets go of a ticket whose cell was cancelled (the caller's protocol made
-    /// sure of it, once): counts the cancel in the same step, and if it was the
-    /// segment's last cell, removes the segment from the list.
+    /// sure of it, once): counts the cancel and lets go of the ticket's reference
+    /// in one step, or, if every other cell of the segment is cancelled already,
+    /// removes the segment from the list.
     pub(crate) fn cancel(&self, ticket: Ticket) {
         let segment = ticket.segment;
         // SAFETY: the ticket's reference.
         let counts = &unsafe { segment.as_ref() }.live().refs;
         let mut word = counts.load(Ordering::Acquire);
         loop {
-            let completes = (word >> CANCEL_SHIFT) + 1 == CELLS;
-            // The cancel that completes the segment keeps its reference to
-            // remove it; the others let go of theirs in the same step.
-            let new = if completes {
-                word + CANCEL_UNIT
-            } else {
-                word + CANCEL_UNIT - 1
-            };
+            if (word >> CANCEL_SHIFT) + 1 == CELLS {
+                // Every other cell's cancel is counted: this one completes the
+                // segment (no one else will count here), keeps the ticket's
+                // reference, and removes the segment.
+                // SAFETY: the ticket's reference, kept.
+                unsafe { self.remove(segment) };
+                // SAFETY: as above, let go of now.
+                unsafe { Segment::release(segment, 1) };
+                return;
+            }
+            // The others count themselves and let go of the ticket's reference
+            // in the same step.
+            let new = word + CANCEL_UNIT - 1;
             match counts.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) if completes => {
-                    // SAFETY: the ticket's reference, kept.
-                    unsafe { self.remove(segment) };
-                    // SAFETY: as above, let go of now.
-                    unsafe { Segment::release(segment, 1) };
-                    return;
-                }
                 Ok(_) => {
                     if new & REFS == 0 {
                         // SAFETY: the last reference was the ticket's, let go of.
