@@ -894,109 +894,117 @@ impl Segments {
     }
 }
 
-/// Claimers and one server over one list, for the threaded tests (std threads)
-/// and the randomized schedules (shuttle's): each claimer claims `rounds`
-/// tickets, publishes its own number in each, keeps the last few past the
-/// server's visit and checks them then, and releases them; the server walks the
-/// cells. Every ticket is served once, each claimer's in its claiming order;
-/// segments are freed as the cursor passes them (at most the cursor's and the
-/// tail's remain), and every one by the list's drop (its own check).
-#[cfg(all(test, not(admit_loom)))]
+/// The scenarios the threaded tests and the shuttle schedule share (a module of
+/// its own so that mutation testing leaves test code alone).
+#[cfg(test)]
 #[allow(clippy::std_instead_of_alloc, clippy::std_instead_of_core)] // test code on std
-fn claim_serve_release(
-    threads: usize,
-    rounds: usize,
-    spawn: impl Fn(std::boxed::Box<dyn FnOnce() + Send>) -> std::boxed::Box<dyn FnOnce()>,
-    yield_now: fn(),
-) {
-    use core::sync::atomic::Ordering::{Acquire, Release};
-    use std::sync::Arc;
-    use std::vec::Vec;
+mod scenarios {
+    #[cfg(not(admit_loom))]
+    use super::Segments;
 
-    const PUBLISHED: usize = 1;
-    const SERVED: usize = 2;
-    const CANCELLED: usize = 3;
+    /// Claimers and one server over one list, for the threaded tests (std threads)
+    /// and the randomized schedules (shuttle's): each claimer claims `rounds`
+    /// tickets, publishes its own number in each, keeps the last few past the
+    /// server's visit and checks them then, and releases them; the server walks the
+    /// cells. Every ticket is served once, each claimer's in its claiming order;
+    /// segments are freed as the cursor passes them (at most the cursor's and the
+    /// tail's remain), and every one by the list's drop (its own check).
+    #[cfg(not(admit_loom))]
+    pub(super) fn claim_serve_release(
+        threads: usize,
+        rounds: usize,
+        spawn: impl Fn(std::boxed::Box<dyn FnOnce() + Send>) -> std::boxed::Box<dyn FnOnce()>,
+        yield_now: fn(),
+    ) {
+        use core::sync::atomic::Ordering::{Acquire, Release};
+        use std::sync::Arc;
+        use std::vec::Vec;
 
-    let segments = Arc::new(Segments::new());
-    let claimers: Vec<_> = (0..threads)
-        .map(|me| {
-            let segments = segments.clone();
-            spawn(std::boxed::Box::new(move || {
-                let mut held = std::collections::VecDeque::new();
-                for round in 0..rounds {
-                    let ticket = segments.claim();
-                    let cell = ticket.cell();
-                    if (me + round) % 3 == 0 {
-                        // Give up before publishing: the server skips it.
-                        cell.status.store(CANCELLED, Release);
-                        segments.cancel(ticket);
-                        continue;
+        const PUBLISHED: usize = 1;
+        const SERVED: usize = 2;
+        const CANCELLED: usize = 3;
+
+        let segments = Arc::new(Segments::new());
+        let claimers: Vec<_> = (0..threads)
+            .map(|me| {
+                let segments = segments.clone();
+                spawn(std::boxed::Box::new(move || {
+                    let mut held = std::collections::VecDeque::new();
+                    for round in 0..rounds {
+                        let ticket = segments.claim();
+                        let cell = ticket.cell();
+                        if (me + round) % 3 == 0 {
+                            // Give up before publishing: the server skips it.
+                            cell.status.store(CANCELLED, Release);
+                            segments.cancel(ticket);
+                            continue;
+                        }
+                        // SAFETY: the cell is the ticket holder's until published.
+                        cell.units.with_mut(|u| unsafe { *u = me * rounds + round });
+                        cell.status.store(PUBLISHED, Release);
+                        held.push_back(ticket);
+                        if held.len() > 3 {
+                            let ticket = held.pop_front().unwrap();
+                            let status = ticket.cell().status.load(Acquire);
+                            assert!(status == PUBLISHED || status == SERVED);
+                            segments.release(ticket);
+                        }
                     }
-                    // SAFETY: the cell is the ticket holder's until published.
-                    cell.units.with_mut(|u| unsafe { *u = me * rounds + round });
-                    cell.status.store(PUBLISHED, Release);
-                    held.push_back(ticket);
-                    if held.len() > 3 {
-                        let ticket = held.pop_front().unwrap();
-                        let status = ticket.cell().status.load(Acquire);
-                        assert!(status == PUBLISHED || status == SERVED);
+                    for ticket in held {
                         segments.release(ticket);
                     }
+                }))
+            })
+            .collect();
+        let mut next_round = std::vec![0; threads];
+        let mut served = 0;
+        let given_up = (0..threads)
+            .map(|me| (0..rounds).filter(|round| (me + round) % 3 == 0).count())
+            .sum::<usize>();
+        while served < threads * rounds - given_up {
+            // SAFETY: this thread is the only server.
+            match unsafe { segments.current() } {
+                Some(cell) if cell.status.load(Acquire) == CANCELLED => {
+                    // SAFETY: the only server; `cell` is not used again.
+                    unsafe { segments.advance() };
                 }
-                for ticket in held {
-                    segments.release(ticket);
+                Some(cell) if cell.status.load(Acquire) == PUBLISHED => {
+                    // SAFETY: published with `Release`, read after the `Acquire`.
+                    let value = cell.units.with_mut(|u| unsafe { *u });
+                    let (me, round) = (value / rounds, value % rounds);
+                    while (me + next_round[me]) % 3 == 0 {
+                        next_round[me] += 1; // given up
+                    }
+                    assert_eq!(round, next_round[me], "claimer {me}'s tickets out of order");
+                    next_round[me] += 1;
+                    cell.status.store(SERVED, Release);
+                    // SAFETY: the only server; `cell` is not used again.
+                    unsafe { segments.advance() };
+                    served += 1;
                 }
-            }))
-        })
-        .collect();
-    let mut next_round = std::vec![0; threads];
-    let mut served = 0;
-    let given_up = (0..threads)
-        .map(|me| (0..rounds).filter(|round| (me + round) % 3 == 0).count())
-        .sum::<usize>();
-    while served < threads * rounds - given_up {
-        // SAFETY: this thread is the only server.
-        match unsafe { segments.current() } {
-            Some(cell) if cell.status.load(Acquire) == CANCELLED => {
-                // SAFETY: the only server; `cell` is not used again.
-                unsafe { segments.advance() };
+                _ => yield_now(),
             }
-            Some(cell) if cell.status.load(Acquire) == PUBLISHED => {
-                // SAFETY: published with `Release`, read after the `Acquire`.
-                let value = cell.units.with_mut(|u| unsafe { *u });
-                let (me, round) = (value / rounds, value % rounds);
-                while (me + next_round[me]) % 3 == 0 {
-                    next_round[me] += 1; // given up
-                }
-                assert_eq!(round, next_round[me], "claimer {me}'s tickets out of order");
-                next_round[me] += 1;
-                cell.status.store(SERVED, Release);
-                // SAFETY: the only server; `cell` is not used again.
-                unsafe { segments.advance() };
-                served += 1;
-            }
-            _ => yield_now(),
         }
-    }
-    for join in claimers {
-        join();
-    }
-    // Past the last served ticket: only given-up ones, then the end.
-    // SAFETY: the only server.
-    while let Some(cell) = unsafe { segments.current() } {
-        assert_eq!(
-            cell.status.load(Acquire),
-            CANCELLED,
-            "a ticket past the last"
+        for join in claimers {
+            join();
+        }
+        // Past the last served ticket: only given-up ones, then the end.
+        // SAFETY: the only server.
+        while let Some(cell) = unsafe { segments.current() } {
+            assert_eq!(
+                cell.status.load(Acquire),
+                CANCELLED,
+                "a ticket past the last"
+            );
+            // SAFETY: as above.
+            unsafe { segments.advance() };
+        }
+        assert!(
+            segments.live_segments() <= 2,
+            "{} segments alive with every ticket served and released",
+            segments.live_segments()
         );
-        // SAFETY: as above.
-        unsafe { segments.advance() };
     }
-    assert!(
-        segments.live_segments() <= 2,
-        "{} segments alive with every ticket served and released",
-        segments.live_segments()
-    );
 }
 
 #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
@@ -1007,7 +1015,10 @@ mod tests {
     use std::boxed::Box;
     use std::vec::Vec;
 
-    use super::{claim_serve_release, Segments, CELLS};
+    use core::sync::atomic::Ordering::Release;
+
+    use super::scenarios::claim_serve_release;
+    use super::{Segments, CELLS};
 
     fn std_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
         let handle = std::thread::spawn(f);
@@ -1078,6 +1089,40 @@ mod tests {
         given_up_behind_a_stuck_cursor(32, if cfg!(miri) { CELLS } else { 5_000 });
     }
 
+    /// A segment the cursor has left, one of whose tickets was released (a grant)
+    /// and the others cancelled, so no cancel completes it: the cancel that lets
+    /// go of its last reference frees it.
+    #[test]
+    fn the_last_cancel_behind_the_cursor_frees_its_segment() {
+        const CANCELLED: usize = 3;
+        let segments = Segments::new();
+        let mut tickets: Vec<_> = (0..CELLS + 1).map(|_| segments.claim()).collect();
+        for ticket in &tickets[1..CELLS] {
+            ticket.cell().status.store(CANCELLED, Release);
+        }
+        for _ in 0..CELLS {
+            // SAFETY: the only server; it serves or skips every cell.
+            assert!(unsafe { segments.current() }.is_some());
+            // SAFETY: as above.
+            unsafe { segments.advance() };
+        }
+        // SAFETY: as above: into the second segment.
+        assert!(unsafe { segments.current() }.is_some());
+        let last = tickets.pop().unwrap();
+        let mut first = tickets.into_iter();
+        segments.release(first.next().unwrap()); // the granted one
+        for ticket in first {
+            assert_eq!(segments.live_segments(), 2);
+            segments.cancel(ticket);
+        }
+        assert_eq!(
+            segments.live_segments(),
+            1,
+            "the left segment was not freed"
+        );
+        segments.release(last);
+    }
+
     #[test]
     fn tickets_left_unserved_are_freed_with_the_list() {
         let segments = Segments::new();
@@ -1123,7 +1168,7 @@ mod shuttle_tests {
 
     use std::boxed::Box;
 
-    use super::claim_serve_release;
+    use super::scenarios::claim_serve_release;
     use crate::semaphore::shuttle::iterations;
 
     fn shuttle_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
