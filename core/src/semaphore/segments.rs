@@ -882,15 +882,24 @@ impl Drop for Segments {
 #[cfg(test)]
 impl Segments {
     /// Segments allocated and not yet freed.
-    /// While others work, a snapshot: the frees are read first, and every one of
-    /// them happened after its segment's allocation was counted.
+    /// While others work, a consistent snapshot: the frees are read between two
+    /// reads of the allocations that agree, so both counts are of one moment
+    /// (a reader descheduled between two lone reads would count everything
+    /// allocated meanwhile as alive).
     pub(crate) fn live_segments(&self) -> usize {
         let graveyard = self.graveyard();
-        let freed = graveyard.freed.lock().unwrap().len();
-        let allocated = graveyard
-            .allocated
-            .load(core::sync::atomic::Ordering::Relaxed);
-        allocated - freed
+        let allocated = || {
+            graveyard
+                .allocated
+                .load(core::sync::atomic::Ordering::SeqCst)
+        };
+        loop {
+            let before = allocated();
+            let freed = graveyard.freed.lock().unwrap().len();
+            if allocated() == before {
+                return before - freed;
+            }
+        }
     }
 }
 
