@@ -398,7 +398,8 @@ impl Segment {
     }
 }
 
-/// A claimed ticket: its cell, kept alive until [`Segments::release`].
+/// A claimed ticket: its cell, kept alive until [`Segments::release`] or
+/// [`Segments::cancel`] takes the ticket.
 #[derive(Debug)]
 pub(crate) struct Ticket {
     segment: NonNull<Segment>,
@@ -409,7 +410,8 @@ impl Ticket {
     /// The ticket's cell.
     pub(crate) fn cell(&self) -> &Cell {
         // SAFETY: the ticket's reference keeps its segment alive while `self`
-        // exists (it is let go only by `Segments::release`, which takes `self`).
+        // exists (it is let go only by `Segments::release` or `Segments::cancel`,
+        // which take `self`).
         unsafe { &self.segment.as_ref().live().cells[self.index] }
     }
 }
