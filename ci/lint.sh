@@ -5,8 +5,8 @@ cd "$(dirname "$0")/.."
 set -x
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy -p admit --no-default-features -- -D warnings
-cargo clippy -p admit --no-default-features --features alloc -- -D warnings
+cargo clippy -p admit --all-targets --no-default-features -- -D warnings
+cargo clippy -p admit --all-targets --no-default-features --features alloc -- -D warnings
 # admit-smol without its `spawn` feature (what admit-async-std builds): the timer alone.
 cargo clippy -p admit-smol --no-default-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps

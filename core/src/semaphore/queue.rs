@@ -146,20 +146,20 @@ impl WaitQueue {
 
     /// Takes the serving role and keeps it, as a server descheduled mid-pass
     /// would; [`serve_and_let_go`](Self::serve_and_let_go) ends it.
-    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    #[cfg(all(test, feature = "alloc", not(admit_loom), not(admit_shuttle)))]
     pub(crate) fn hold_role(&self) -> bool {
         self.take_role()
     }
 
     /// With the role held by [`hold_role`](Self::hold_role): serves and lets go.
-    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    #[cfg(all(test, feature = "alloc", not(admit_loom), not(admit_shuttle)))]
     pub(crate) fn serve_and_let_go(&self, state: &State) {
         self.serve_and_release(state);
     }
 
     /// Entries on the two stacks, waiting for a server; the caller holds the role
     /// and no other thread touches the semaphore.
-    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    #[cfg(all(test, feature = "alloc", not(admit_loom), not(admit_shuttle)))]
     pub(crate) fn backlog(&self) -> usize {
         let count = |top: *mut Waiter, next: fn(&Waiter) -> &StackLink| {
             let mut entries = 0;
