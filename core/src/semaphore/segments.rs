@@ -335,11 +335,11 @@ impl Segment {
     }
 
     /// Counts a reference on the segment `link` names, if it names one, and
-    /// returns it with the word read. The read and a reader's count in the link
+    /// returns it. The read and a reader's count in the link
     /// word are one step; the count then moves to the segment, and is given back
     /// to the link unless the link has changed and handed it over (links never
     /// come back to a segment they left, so an unchanged address means unchanged).
-    fn acquire(link: &AtomicUsize) -> Option<(NonNull<Segment>, usize)> {
+    fn acquire(link: &AtomicUsize) -> Option<NonNull<Segment>> {
         let mut word = link.load(Ordering::Acquire);
         let segment = loop {
             let segment = target(word)?;
@@ -372,7 +372,7 @@ impl Segment {
                 Err(actual) => now = actual,
             }
         }
-        Some((segment, word))
+        Some(segment)
     }
 
     /// After a CAS or swap replaced the link word `old`: its target lets go of the
@@ -631,7 +631,7 @@ impl Segments {
             xs.next.fetch_or(MARK, Ordering::AcqRel);
         }
         'walk: loop {
-            let (mut p, _) = Segment::acquire(&self.head).expect("head names a segment");
+            let mut p = Segment::acquire(&self.head).expect("head names a segment");
             let mut p_is_head = true;
             loop {
                 // SAFETY: `p` is counted (ours).
@@ -653,7 +653,7 @@ impl Segments {
                     unsafe { Segment::release(p, 1) };
                     continue 'walk;
                 }
-                let Some((c, _)) = Segment::acquire(&ps.next) else {
+                let Some(c) = Segment::acquire(&ps.next) else {
                     // Empty: the end of the list, `x` not met (spliced out by
                     // another). Otherwise `p` was cleaned up meanwhile.
                     let end = ps.next.load(Ordering::Acquire) == 0;
@@ -712,7 +712,7 @@ impl Segments {
         // SAFETY: the caller's references.
         let (ps, cs) = unsafe { (p.as_ref().live(), c.as_ref().live()) };
         // `c`'s link is frozen: its target stays until `c` is cleaned up.
-        let Some((succ, _)) = Segment::acquire(&cs.next) else {
+        let Some(succ) = Segment::acquire(&cs.next) else {
             return false; // cleaned up: spliced by someone else
         };
         // SAFETY: ours; the reference the new link will hold.
@@ -760,7 +760,7 @@ impl Segments {
     unsafe fn finish_pass(&self, p: NonNull<Segment>) {
         // SAFETY: the caller's reference.
         let ps = unsafe { p.as_ref() }.live();
-        let Some((next, _)) = Segment::acquire(&ps.next) else {
+        let Some(next) = Segment::acquire(&ps.next) else {
             return; // let go of already: `head` has moved
         };
         // SAFETY: ours; the reference `head` will hold.
