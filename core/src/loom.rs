@@ -15,8 +15,6 @@
 
 #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
 pub(crate) mod sync {
-    #[cfg(feature = "alloc")]
-    pub(crate) use alloc::sync::Arc;
     #[cfg(not(feature = "alloc"))]
     pub(crate) use core::hint::spin_loop;
     pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -30,14 +28,10 @@ pub(crate) mod sync {
     #[cfg(not(feature = "alloc"))]
     pub(crate) use loom::hint::spin_loop;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-    #[cfg(feature = "alloc")]
-    pub(crate) use loom::sync::Arc;
 }
 
 #[cfg(all(test, admit_shuttle, not(admit_loom)))]
 pub(crate) mod sync {
-    #[cfg(feature = "alloc")]
-    pub(crate) use alloc::sync::Arc;
     #[cfg(not(feature = "alloc"))]
     pub(crate) use shuttle::hint::spin_loop;
     pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -50,8 +44,7 @@ pub(crate) mod sync {
 /// loom's tracked allocator under loom, which fails a model that leaks a block or
 /// frees one twice; `alloc`'s otherwise.
 ///
-/// Built only in the crate's tests while its one user, the segment list, is.
-#[cfg(all(feature = "alloc", test, not(admit_loom)))]
+#[cfg(all(feature = "alloc", not(all(test, admit_loom))))]
 pub(crate) mod heap {
     pub(crate) use alloc::alloc::{alloc, dealloc, handle_alloc_error};
     pub(crate) use core::alloc::Layout;
@@ -73,6 +66,12 @@ pub(crate) struct PlainCell<T>(core::cell::UnsafeCell<T>);
 impl<T> PlainCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(core::cell::UnsafeCell::new(value))
+    }
+
+    #[cfg(feature = "alloc")]
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
     }
 
     #[inline(always)]

@@ -34,23 +34,24 @@ pub(crate) enum Mechanism {
     Registering,
     /// The server lets go of the queue's share of every node it is done with
     /// (granted, closed, or cancelled).
+    #[cfg(not(feature = "alloc"))]
     ReleaseShare,
     /// Asking for service always writes the role word, even when `PENDING` is set.
     RoleAlwaysWrites,
-    /// Stack pushes and the server's swaps are `AcqRel`, so a cancel that finds no
-    /// unit free sees every release whose server missed its cancel.
-    StackAcqRel,
     /// The server takes the cancelled stack before the arrivals, so every node a
     /// cancel entry names was absorbed already or is in the arrivals it takes next.
+    #[cfg(not(feature = "alloc"))]
     CancelsFirst,
     /// A cancel withdraws its node from the arrivals by a CAS from the node to the
     /// one below it, so a push that landed above the node meanwhile makes it fail.
     /// Off: a blind store, which can drop that push or put back a node a server
     /// took meanwhile.
+    #[cfg(not(feature = "alloc"))]
     WithdrawCas,
     /// A cancel withdraws its node to the link it kept when it pushed, its own
     /// copy. Off: it reads the node's `next_arrival`, which a server that took the
     /// stack meanwhile may be rewriting.
+    #[cfg(not(feature = "alloc"))]
     WithdrawOwnCopy,
     /// While units are being retired after a shrink, fast paths refuse: a unit a
     /// release brings back goes to the retirement, not to whoever comes first.
@@ -63,33 +64,44 @@ pub(crate) enum Mechanism {
     /// The segment list's swing hands the helpers counted in `tail` over to the
     /// segment's own count. Off: it drops `tail`'s reference alone, and the
     /// helpers' releases take the count below what is still in use.
-    #[cfg(all(test, feature = "alloc"))]
+    #[cfg(feature = "alloc")]
     SwingCountsHelpers,
     /// The segment list's cursor swings `tail` off a segment before marking it
     /// passed. Off: a helper that reads the mark claims again on a `tail` that
     /// still names the full segment, and again, until another helper swings.
-    #[cfg(all(test, feature = "alloc"))]
+    #[cfg(feature = "alloc")]
     PassSwingsTail,
     /// The cancel that completes a segment marks its link before the walk: a
     /// frozen link, which nobody splices through. Off: nothing is frozen, so
     /// nothing is found to splice and the segment stays linked.
-    #[cfg(all(test, feature = "alloc"))]
+    #[cfg(feature = "alloc")]
     Freeze,
     /// A splice's CAS fails on a frozen link unless the link is the cursor's
     /// segment's. Off: a splice through a segment frozen meanwhile goes through,
     /// and that segment's own splice can put back one already cleaned up, which
     /// stays linked.
-    #[cfg(all(test, feature = "alloc"))]
+    #[cfg(feature = "alloc")]
     SpliceNeedsLiveLink,
     /// A splice's CAS fails on a link the cursor is passing. Off: a splice can
     /// take out the segment the cursor has just moved into, and clean it up
     /// under the cursor.
-    #[cfg(all(test, feature = "alloc"))]
+    #[cfg(feature = "alloc")]
     SpliceRespectsPass,
     /// Without `alloc`: a future's drop waits until the queue has let go of its
     /// node, whose memory is the future's.
     #[cfg(not(feature = "alloc"))]
     DropWaitsForQueue,
+    /// A server that stops at a head that does not fit re-reads the head's
+    /// phase with a read-modify-write, so a cancel of that head either is seen
+    /// or sees the units the server saw free. Off: a plain load, and the two
+    /// can miss each other.
+    #[cfg(feature = "alloc")]
+    StopRereadsHead,
+    /// A server that meets a cell claimed but not published while units are
+    /// free breaks it and moves on. Off: it waits there, and the cell's owner
+    /// joins behind a `QUEUED` set by others, so nobody serves it.
+    #[cfg(feature = "alloc")]
+    BreakUnpublished,
 }
 
 #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]

@@ -1,5 +1,6 @@
 //! Property 5: uncontended acquire and release allocate nothing, parking allocates
-//! its node once and the grant, the re-poll and the wake-up nothing more; and no
+//! a segment of cells once per 31 parks and the grant, the re-poll and the
+//! wake-up nothing more; and no
 //! waker runs (nor is cloned) while a thread holds the serving role, so a waker may
 //! re-enter the semaphore.
 // Needs the `alloc` feature (the feature powerset builds every test target).
@@ -62,8 +63,9 @@ fn left_alive_by(f: impl FnOnce()) -> isize {
 #[test]
 fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
     // A holder that never releases and callers that give up: no release ever asks
-    // for service, so the parkers must let the cancelled nodes go, or the memory
-    // grows with every caller that timed out.
+    // for service, so the cancels must let their cells go without a server, or
+    // the memory grows with every caller that timed out. Left: the cursor's
+    // segment (it is passed, never removed) and the one being filled.
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
     let callers = if cfg!(miri) { 200 } else { 10_000 };
@@ -77,8 +79,8 @@ fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
         }
     });
     assert!(
-        alive <= 1,
-        "{alive} nodes still allocated after {callers} cancels"
+        alive <= 2,
+        "{alive} segments still allocated after {callers} cancels"
     );
     drop(held);
     assert_eq!(sem.available(), 1);
@@ -125,7 +127,7 @@ fn uncontended_paths_do_not_allocate() {
 }
 
 #[test]
-fn parking_allocates_its_node_once_and_granting_nothing() {
+fn parking_allocates_a_segment_per_31_parks_and_granting_nothing() {
     let sem = Semaphore::new(1);
     let (counter, waker) = wakers::counting();
     let (mut parks, mut grants) = (0, 0);
@@ -146,7 +148,8 @@ fn parking_allocates_its_node_once_and_granting_nothing() {
                 .is_ready());
         });
     }
-    assert_eq!((parks, grants, counter.wakes()), (1_000, 0, 1_000));
+    // The first segment, then one per 31 tickets.
+    assert_eq!((parks, grants, counter.wakes()), (1_000 / 31 + 1, 0, 1_000));
 }
 
 /// A waker that, when woken, re-enters the semaphore: it drops the parked head

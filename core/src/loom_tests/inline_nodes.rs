@@ -9,7 +9,7 @@
 use core::task::Waker;
 use std::boxed::Box;
 
-use super::support::{assert_idle, poll_once};
+use super::support::{assert_idle, leak, poll_once};
 use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
@@ -49,12 +49,6 @@ fn a_granted_future_dropped_at_once() {
         releaser.join().unwrap();
         assert_idle(semaphore);
     });
-}
-
-/// Without `alloc` there are no owned permits: a permit that moves to another
-/// thread borrows a semaphore that lives for ever.
-fn leak(semaphore: Semaphore) -> &'static Semaphore {
-    Box::leak(Box::new(semaphore))
 }
 
 /// Negative control: a drop that does not wait for the queue to let go of the node

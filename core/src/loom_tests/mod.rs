@@ -22,6 +22,8 @@ mod arrival_vs_serving;
 #[cfg(feature = "alloc")]
 mod cancel_release;
 #[cfg(feature = "alloc")]
+mod cells;
+#[cfg(feature = "alloc")]
 mod close_race;
 #[cfg(feature = "alloc")]
 mod deferred_release_wakeup;
@@ -35,7 +37,7 @@ mod gate_release_order;
 mod inline_nodes;
 #[cfg(feature = "alloc")]
 mod permit_cross_thread;
-#[cfg(feature = "alloc")]
+#[cfg(not(feature = "alloc"))]
 mod reclamation;
 #[cfg(feature = "alloc")]
 mod resize;
@@ -45,5 +47,5 @@ mod segments;
 mod split_deadlock;
 #[cfg(feature = "alloc")]
 mod waker_reregistration;
-#[cfg(feature = "alloc")]
+#[cfg(not(feature = "alloc"))]
 mod withdrawal;

@@ -23,7 +23,7 @@ const CANCELLED: usize = 3;
 /// Claims a ticket and gives it up at once.
 fn claim_and_give_up(segments: &Segments) -> Ticket {
     let ticket = segments.claim();
-    ticket.cell().status.store(CANCELLED, Release);
+    ticket.cell().status.word.store(CANCELLED, Release);
     ticket
 }
 
@@ -33,7 +33,7 @@ fn claim_and_publish(segments: &Segments, value: usize) -> Ticket {
     let cell = ticket.cell();
     // SAFETY: the cell is the ticket holder's until published.
     cell.units.with_mut(|u| unsafe { *u = value });
-    cell.status.store(PUBLISHED, Release);
+    cell.status.word.store(PUBLISHED, Release);
     ticket
 }
 
@@ -51,7 +51,7 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
             thread::spawn(move || {
                 let ticket = claim_and_publish(&segments, value);
                 // The cursor may have served the cell and left its segment.
-                let status = ticket.cell().status.load(Acquire);
+                let status = ticket.cell().status.word.load(Acquire);
                 assert!(status == PUBLISHED || status == SERVED);
                 segments.release(ticket);
                 value
@@ -93,7 +93,7 @@ fn serve_published(segments: &Segments) -> Vec<usize> {
     let mut served = Vec::new();
     // SAFETY: this thread is the only server.
     while let Some(cell) = unsafe { segments.current() } {
-        match cell.status.load(Acquire) {
+        match cell.status.word.load(Acquire) {
             PUBLISHED => {}
             CANCELLED => {
                 // SAFETY: the only server; `cell` is not used again.
@@ -104,7 +104,7 @@ fn serve_published(segments: &Segments) -> Vec<usize> {
         }
         // SAFETY: published with `Release`, read after the `Acquire`.
         served.push(cell.units.with_mut(|u| unsafe { *u }));
-        cell.status.store(SERVED, Release);
+        cell.status.word.store(SERVED, Release);
         // SAFETY: the only server; `cell` is not used again.
         unsafe { segments.advance() };
     }

@@ -134,6 +134,12 @@ pub fn assert_idle(semaphore: &Semaphore) {
     }
 }
 
+/// Without `alloc` there are no owned permits: a permit that moves to another
+/// thread borrows a semaphore that lives for ever.
+pub fn leak(semaphore: Semaphore) -> &'static Semaphore {
+    std::boxed::Box::leak(std::boxed::Box::new(semaphore))
+}
+
 /// What loom reports when every thread of a model is blocked: a lost wake-up.
 pub const DEADLOCK: &str = "deadlock; threads = ";
 
@@ -154,7 +160,14 @@ pub fn without(
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {
-    without_in(mechanism, expected, || loom::model(model));
+    without_in(Some(mechanism), expected, || loom::model(model));
+}
+
+/// Runs `model` under loom, with every mechanism on, and asserts that loom finds
+/// a failure whose report contains `expected`: for a model that shows what the
+/// crate exists to prevent. In a child process, as [`without`] does.
+pub fn fails_with(expected: &str, model: impl Fn() + Sync + Send + 'static) {
+    without_in(None, expected, || loom::model(model));
 }
 
 /// [`without`] for a model run by [`heavy`].
@@ -163,7 +176,7 @@ pub fn without_heavy(
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {
-    without_in(mechanism, expected, || heavy(model));
+    without_in(Some(mechanism), expected, || heavy(model));
 }
 
 /// Runs a model too large to explore at `LOOM_MAX_PREEMPTIONS=3` within CI's
@@ -180,10 +193,10 @@ pub fn heavy(model: impl Fn() + Sync + Send + 'static) {
     builder.check(model);
 }
 
-fn without_in(mechanism: crate::mechanism::Mechanism, expected: &str, run: impl FnOnce()) {
+fn without_in(mechanism: Option<crate::mechanism::Mechanism>, expected: &str, run: impl FnOnce()) {
     const CHILD: &str = "ADMIT_LOOM_NEGATIVE_CONTROL";
     if std::env::var_os(CHILD).is_some() {
-        let _off = crate::mechanism::switch_off(mechanism);
+        let _off = mechanism.map(crate::mechanism::switch_off);
         run();
         return;
     }

@@ -8,7 +8,7 @@ use core::task::{Context, Poll};
 
 use super::error::AcquireError;
 use super::permit::Permit;
-use super::waiter::NodeSlot;
+use super::Slot;
 use super::{Semaphore, TryAcquireError};
 
 /// Where a request is in its life.
@@ -28,7 +28,7 @@ pub(crate) struct Request {
     units: usize,
     phase: Phase,
     /// Structurally pinned: without `alloc` the node lives here.
-    slot: NodeSlot,
+    slot: Slot,
 }
 
 impl Request {
@@ -37,7 +37,7 @@ impl Request {
         Self {
             units,
             phase: Phase::Idle,
-            slot: NodeSlot::new(units),
+            slot: Slot::new(units),
         }
     }
 
@@ -80,10 +80,14 @@ impl Request {
                     unsafe { Pin::new_unchecked(&mut *this) }.refused(semaphore, refusal, cx)
                 }
             },
-            Phase::Parked => semaphore.repoll(this.slot.get().expect("parked"), cx.waker()),
+            Phase::Parked => semaphore.repoll(&this.slot, this.units, cx.waker()),
             Phase::Done => panic!("an acquire future polled after completion"),
         };
         if poll.is_ready() {
+            if this.phase == Phase::Parked {
+                // SAFETY: `slot` is structurally pinned: `this` came from a pin.
+                semaphore.finish(unsafe { Pin::new_unchecked(&mut this.slot) });
+            }
             this.phase = Phase::Done;
         }
         poll
@@ -109,11 +113,8 @@ impl Request {
                 let waker = cx.waker().clone();
                 // SAFETY: `slot` is structurally pinned: `this` came from a pin.
                 let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
-                let share = slot.park(this.units, waker);
                 this.phase = Phase::Parked;
-                let node = this.slot.get().expect("parked");
-                // SAFETY: `share` is the queue's share of `node`, fresh.
-                semaphore.outcome(unsafe { semaphore.join(node, share) }, this.units)
+                semaphore.outcome(semaphore.park(slot, this.units, waker), this.units)
             }
         }
     }

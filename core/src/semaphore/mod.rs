@@ -4,83 +4,85 @@
 //!
 //! ## Parts
 //!
-//! - `state.rs`: one atomic word, `available << 3 | ARRIVED | QUEUED | CLOSED`. Every
-//!   fast path is one read-modify-write on it.
-//! - `waiter.rs`: a parked request's node and its status word, whose phase leaves
-//!   `WAITING` exactly once (granted, closed or cancelled), by one CAS.
-//! - `queue.rs`: two lock-free stacks (arrivals, cancelled), a FIFO list only the
-//!   server touches, and the serving role: whoever finds it free serves, whoever
-//!   finds it taken leaves the work to the holder and returns.
+//! - `state.rs`: one atomic word, `available << 4 | RETIRING | ARRIVED | QUEUED |
+//!   CLOSED`. Every fast path is one read-modify-write on it.
+//! - `wait_status.rs`: a parked request's status word and waker; the phase leaves
+//!   `WAITING` exactly once (granted, closed, exceeds or cancelled), by one CAS.
+//! - `serving.rs`: the serving role (whoever finds it free serves, whoever finds
+//!   it taken leaves the work to the holder and returns) and the pass it makes.
+//! - With `alloc`, `cell_queue.rs` on `segments.rs`: each parked request is a
+//!   cell of a lock-free list of segments, in ticket order; the server walks the
+//!   cells with the list's cursor, and a cancel that completes a segment removes
+//!   it. Without, `queue.rs` on `waiter.rs`: nodes inside the futures, pushed onto
+//!   two lock-free stacks that the server takes and links.
 //! - `acquire.rs`, `permit.rs`: the futures and permits built on the above.
 //!
-//! ## The paths
+//! ## The paths (with `alloc`)
 //!
 //! - **Acquire fast path** (`try_acquire`, the first poll of `acquire`): a CAS that
-//!   takes `n` units if `QUEUED` and `CLOSED` are clear and `available >= n`.
-//! - **Release**: a `fetch_add` of the units. Only if `QUEUED` was set does the
-//!   releaser ask for service.
-//! - **Park** (a first poll the fast path refused): allocate the node (once, with
-//!   `alloc`), push it onto the arrivals stack, then *join*: one `fetch_or` of
-//!   `QUEUED | ARRIVED`. Then ask for service only if the join found the semaphore
-//!   closed, or found nobody queued and the units free (they came back between the
-//!   refused fast path and the join), or the node already resolved (a server took
-//!   it before the join), or cancelled nodes waiting to be freed with nobody
-//!   serving (so that, with every unit held and callers giving up, cancelled
-//!   nodes do not pile up; but see "Progress" for what a slowed server leaves).
-//! - **Re-poll**: swap the waker in the node ([`Waiter::register`]), no lock.
-//! - **Cancel** (a parked future dropped): CAS the node's phase to `CANCELLED`; if
-//!   that wins, withdraw the node from the arrivals stack if it is still on top (no
-//!   server saw it: the future frees it), else push it onto the cancelled stack,
-//!   handing the future's share of it to the server with the entry; then ask for
-//!   service if a unit is free (the node may have been the head blocking others,
-//!   or its join left `QUEUED` set over nobody); if a grant won, release the
-//!   units; if a close won, nothing.
+//!   takes `n` units if `QUEUED`, `RETIRING` and `CLOSED` are clear and
+//!   `available >= n`.
+//! - **Release**: a `fetch_add` of the units. Only if units are owed to the queue
+//!   (`QUEUED` or `RETIRING` was set) does the releaser ask for service.
+//! - **Park** (a first poll the fast path refused): claim a ticket (a CAS on the
+//!   list's tail; one in 31 also allocates the next segment), write the units and
+//!   the waker into its cell and publish it (a CAS `EMPTY → WAITING`), then
+//!   *join*: one `fetch_or` of `QUEUED | ARRIVED`. Then ask for service only if
+//!   the join found the semaphore closed, or found nobody queued and the units
+//!   free (they came back between the refused fast path and the join), or the
+//!   request already resolved (a server granted it before the join).
+//! - **Re-poll**: swap the waker in the cell (`WaitStatus::register`), no lock.
+//! - **Cancel** (a parked future dropped): CAS the cell's phase to `CANCELLED`; if
+//!   that wins, give the ticket back counted as cancelled (the cancel that
+//!   completes a segment removes it from the list), then ask for service if a
+//!   unit is free (the request may have been the head blocking others); if a
+//!   grant won, release the units; if a close won, nothing.
 //! - **Close**: `fetch_or(CLOSED)`, and ask for service if `QUEUED` was set.
-//! - **Serve** (the role holder): clear `ARRIVED`, take both stacks, link the
-//!   arrivals in push order, unlink the cancelled, then grant from the head while
-//!   it fits: a CAS takes its units, a CAS on its phase publishes `GRANTED`, its
-//!   waker goes into a batch woken after the role is released. If the list runs
-//!   empty, clear `QUEUED` with a CAS that fails if `ARRIVED` was set again (a
-//!   parker joined meanwhile), and then absorb again.
+//! - **Serve** (the role holder): clear `ARRIVED`, then at the cursor skip what
+//!   is done and grant the head while it fits: a CAS takes its units, a CAS on its
+//!   phase publishes `GRANTED`, its waker goes into a batch woken after the role
+//!   is released. A cell claimed but not yet published is broken (`EMPTY →
+//!   BROKEN`, its owner claims again) if units are free, so a descheduled parker
+//!   holds up nobody. If the queue ran empty, clear `QUEUED` with a CAS that fails
+//!   if `ARRIVED` was set again (a parker joined meanwhile), and look again.
 //!
 //! ## Invariants
 //!
 //! 1. `held + available + granted-not-yet-taken == capacity`, where *held* sums the
-//!    live permits and *granted-not-yet-taken* the nodes in phase `GRANTED` whose
-//!    future has not yet turned them into a permit (or released them). Units move
-//!    only by a take (a CAS that checks they are there) or a release.
+//!    live permits and *granted-not-yet-taken* the requests in phase `GRANTED`
+//!    whose future has not yet turned them into a permit (or released them).
+//!    Units move only by a take (a CAS that checks they are there) or a release.
 //! 2. `available <= capacity`: units in use never exceed the capacity.
-//! 3. Arrival order is the order of the arrivals pushes; the server's list keeps
-//!    it, and only its head is ever granted.
-//! 4. No barging: once a parker's join is done, `QUEUED` stays set until the node
-//!    is resolved and the server, with its list empty, clears it by a CAS that
-//!    fails if anyone joined after the server last took the arrivals.
+//! 3. Arrival order is ticket order: a request publishes its cell before it joins,
+//!    and only the cell at the cursor is ever granted.
+//! 4. No barging: once a parker's join is done, `QUEUED` stays set until its
+//!    request is resolved and the server, with nothing left at the cursor, clears
+//!    it by a CAS that fails if anyone joined after the server's pass began.
 //! 5. No lost wake-up: every event that can make the head fit — a release with
 //!    `QUEUED` set, a close, a cancel (the head may go), a join that found the
 //!    units free — asks for service, and a request for service is never lost: it
 //!    takes the role or sets `PENDING`, which the holder reads when it lets go.
-//! 6. No needless wake-up, and at most one per node: a waker is taken only by the
-//!    CAS that resolves the node, which happens once.
-//! 7. Every node is freed exactly once: the future and the queue each own a share;
-//!    the queue's is let go by the server, once (queue.rs, invariant 3).
+//!    A server stops only at a head that does not fit (re-read by a
+//!    read-modify-write, so a cancel of it sees the units the server saw) or at
+//!    an unpublished cell with no unit free.
+//! 6. No needless wake-up, and at most one per request: a waker is taken only by
+//!    the CAS that resolves the request, which happens once.
+//! 7. Every segment is freed exactly once, when the last of its tickets, links
+//!    and walkers lets go of it (`segments.rs`).
 //!
 //! ## Progress
 //!
 //! With `alloc`, no operation waits for another thread: each but serving finishes
 //! in a bounded number of its own steps, counting a CAS retry as a step that
 //! another thread's success caused (lock-free). Asking for service is one CAS on
-//! the role word; the work goes to whichever thread holds the role. The server's
-//! own work per pass is the stacks it takes plus at most one wake batch of grants;
-//! it goes round again only if others asked meanwhile. A descheduled thread holds
-//! up nobody: a descheduled parker or canceller has published everything others
-//! need in one atomic step, and a descheduled server delays only grants that were
-//! waiting for it anyway — every other operation proceeds.
-//!
-//! The open defect (docs/design.md, "Known limits"): the stacks a pass takes are
-//! whatever was pushed since the last one, and nothing bounds them while the role
-//! holder is descheduled or slowed. Under a storm of parks and cancels with more
-//! runnable threads than cores the backlog feeds itself: the memory of cancelled
-//! nodes grows without bound, and so does the serving thread's call.
+//! the role word; the work goes to whichever thread holds the role. A descheduled
+//! thread holds up nobody: a parker descheduled before it published has its cell
+//! broken by a server with units to give; one descheduled after has published;
+//! a canceller has cancelled in one CAS and its segment's removal is finished by
+//! any thread that meets it; a descheduled server delays only grants that were
+//! waiting for it anyway, and memory: cancelled cells are let go of by their
+//! cancels, so what is held is the segments with a live request plus a few per
+//! thread.
 //!
 //! Without `alloc`, nodes live in the futures, and a future's drop waits (spins)
 //! until the server has let go of its node: the one wait in the crate, never on a
@@ -89,30 +91,35 @@
 //! ## Memory orderings
 //!
 //! Each atomic operation's ordering is given, with its reason, beside it:
-//! `state.rs` for the state word, `waiter.rs` for the node's status, `queue.rs`
-//! for the stacks and the role.
+//! `state.rs` for the state word, `wait_status.rs` for a request's status,
+//! `serving.rs` for the role, `segments.rs` for the list, `queue.rs` for the
+//! stacks.
 
 mod acquire;
 #[cfg(feature = "std")]
 mod blocking;
+#[cfg(feature = "alloc")]
+mod cell_queue;
 mod drain;
 mod error;
 mod permit;
+#[cfg(not(feature = "alloc"))]
 mod queue;
-// The next queue's storage, model-checked on its own before the semaphore uses it.
-#[cfg(all(test, feature = "alloc"))]
+#[cfg(feature = "alloc")]
 pub(crate) mod segments;
+mod serving;
 #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
 mod serving_tests;
 #[cfg(all(test, admit_shuttle))]
 mod shuttle;
 mod state;
+mod wait_status;
+#[cfg(not(feature = "alloc"))]
 mod waiter;
 mod wake_list;
 
 use core::fmt;
 use core::pin::Pin;
-use core::ptr::NonNull;
 use core::task::{Poll, Waker};
 
 pub use acquire::Acquire;
@@ -129,10 +136,12 @@ pub use permit::OwnedPermit;
 pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
-use crate::mechanism::Mechanism;
-use queue::WaitQueue;
+#[cfg(feature = "alloc")]
+use cell_queue::{Slot, WaitQueue};
+#[cfg(not(feature = "alloc"))]
+use queue::{Slot, WaitQueue};
 use state::{available, Refused, State, CLOSED, QUEUED, RETIRING, UNITS_OWED};
-use waiter::{release_queue_ref, status, NodeSlot, Waiter};
+use wait_status::status;
 
 /// A counting semaphore with weighted, all-or-nothing, first-in-first-out acquires.
 ///
@@ -159,17 +168,12 @@ use waiter::{release_queue_ref, status, NodeSlot, Waiter};
 ///
 /// # Implementation notes
 ///
-/// Lock-free on every path with `alloc`: a parked request's node is allocated
-/// once and co-owned by its future and the queue, so a dropped future marks its
-/// node cancelled and leaves without waiting for anyone; the queue is served by
-/// whichever thread finds the serving role free, and the rest hand it their work.
-/// `docs/design.md` has the algorithm and the argument for each property.
-///
-/// A known limitation: a cancelled request's node is freed by that serving
-/// thread unless no serving thread has seen it yet. While the serving thread is
-/// descheduled or starved (many more runnable threads than cores) and other
-/// threads keep parking and giving up at a high rate, those nodes pile up, and
-/// the heap grows until it catches up (`docs/design.md`, "Known limits").
+/// Lock-free on every path with `alloc`: a parked request is a cell in a list of
+/// segments (one allocation per 31 parks), so a dropped future marks its cell
+/// cancelled and leaves without waiting for anyone, and the cancel that
+/// completes a segment removes it; the queue is served by whichever thread finds
+/// the serving role free, and the rest hand it their work. `docs/design.md` has
+/// the algorithm and the argument for each property.
 pub struct Semaphore {
     state: State,
     queue: WaitQueue,
@@ -254,7 +258,7 @@ impl Semaphore {
             // New units are released like returned ones.
             self.release(capacity - previous);
         } else if capacity < previous {
-            self.queue.post_retirement(previous - capacity);
+            self.queue.role.post_retirement(previous - capacity);
             self.state.start_retiring();
             self.queue.serve(&self.state);
         }
@@ -277,7 +281,7 @@ impl Semaphore {
         // The capacity shrinks by the units, as far as it goes; units held above it
         // (after a shrink) were owed to the retirement, and settle it instead.
         let cut = self.state.forget_capacity(units);
-        self.queue.post_forget(units - cut);
+        self.queue.role.post_forget(units - cut);
         // Parked requests may no longer fit, and a drain may now be complete.
         self.queue.serve(&self.state);
     }
@@ -386,80 +390,23 @@ impl Semaphore {
         }
     }
 
-    /// Parks a request the fast path refused: pushes its node, joins, and asks for
-    /// service if the join shows the node could be resolved now. Returns the node's
-    /// phase (`WAITING` unless it was resolved meanwhile).
-    ///
-    /// # Safety
-    /// `queue_share` is the queue's share of `node`, fresh from `NodeSlot::park`.
-    pub(crate) unsafe fn join(&self, node: &Waiter, queue_share: NonNull<Waiter>) -> usize {
-        self.queue.push_arrival(queue_share);
-        let prev = self.state.join();
-        let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
-        let units_back = prev & QUEUED == 0
-            && available(prev) >= node.units
-            && Mechanism::JoinServesUnitsBack.on();
-        // A server may have taken the node from the arrivals, granted it and
-        // cleared `QUEUED` before our join set it again: serve to clear it.
-        let resolved = node.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
-        // Cancelled nodes wait on their stack for a server; with no unit coming
-        // back (a stuck holder, callers timing out) parkers are the only ones left
-        // to serve, so one that finds the role free lets them go (a role holder
-        // that is slowed still lets them pile up: docs/design.md, "Known limits").
-        let reclaim = self.queue.reclaim_due();
-        if closed || units_back || resolved || reclaim {
-            self.queue.serve(&self.state);
-        }
-        node.phase()
+    /// Parks a request the fast path refused. Returns its phase (`WAITING`
+    /// unless it was resolved meanwhile).
+    pub(crate) fn park(&self, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
+        self.queue.park(&self.state, slot, units, waker)
     }
 
-    /// Gives up a parked node (its future is being dropped): whatever it holds
-    /// goes back.
-    ///
-    /// The node is named by pointer, not reference: once a won cancel is pushed,
-    /// the server may free the node at any moment (with `alloc`, the owner's share
-    /// goes with the cancel entry), so nothing here may still borrow it.
-    pub(crate) fn cancel(&self, slot: Pin<&mut NodeSlot>) {
-        let node = slot.share().expect("a parked request has a node");
-        // SAFETY: the slot still holds the owner's share.
-        let (phase, units) = unsafe { (node.as_ref().cancel(), node.as_ref().units) };
-        match phase {
-            status::WAITING => {
-                // SAFETY: our cancel won.
-                let waker = unsafe { node.as_ref().take_cancelled_waker() };
-                let withdrawn = self.queue.withdraw_arrival(node);
-                if withdrawn {
-                    // No server saw the node: the queue's share is ours to let go
-                    // of, and the node is never in the list.
-                    // SAFETY: withdrawn, so the queue will never touch it again.
-                    unsafe { release_queue_ref(node) };
-                } else {
-                    slot.hand_over();
-                    self.queue.push_cancelled(node);
-                }
-                // It may have been the head, blocking requests that fit in the free
-                // units (Go's canceled-waiter-at-the-front bug): then serve. With no
-                // unit free nobody behind it fits, and the next release serves
-                // (`QUEUED` stays set while the list holds the node). A release
-                // whose server took the cancelled stack before our push is seen by
-                // this load: the push reads that swap (both `AcqRel`), which came
-                // after the release's `fetch_add`.
-                // Without `alloc` the future's drop waits for the server to let go
-                // of a node it may have seen, so a cancel that pushed an entry
-                // always serves.
-                let state = self.state.load();
-                let units_free = available(state) > 0 || state & CLOSED != 0;
-                let owes_entry = !withdrawn && cfg!(not(feature = "alloc"));
-                if Mechanism::CancelServes.on() && (units_free || owes_entry) {
-                    self.queue.serve(&self.state);
-                }
-                drop(waker); // user code, after all our work
-            }
-            // A drain waiter (0 units) holds nothing to give back.
-            status::GRANTED if units != 0 && Mechanism::CancelReleasesGrant.on() => {
-                self.release(units);
-            }
-            _ => {}
+    /// The owner of a parked request has read its final phase.
+    pub(crate) fn finish(&self, slot: Pin<&mut Slot>) {
+        self.queue.finish(slot);
+    }
+
+    /// Gives up a parked request (its future is being dropped): whatever it
+    /// holds goes back.
+    pub(crate) fn cancel(&self, slot: Pin<&mut Slot>) {
+        let granted = self.queue.cancel(&self.state, slot);
+        if granted != 0 {
+            self.release(granted);
         }
     }
 
@@ -477,10 +424,15 @@ impl Semaphore {
         }
     }
 
-    /// A re-poll of a parked node.
+    /// A re-poll of a parked request.
     #[inline]
-    pub(crate) fn repoll(&self, node: &Waiter, waker: &Waker) -> Poll<Result<(), AcquireError>> {
-        self.outcome(node.register(waker), node.units)
+    pub(crate) fn repoll(
+        &self,
+        slot: &Slot,
+        units: usize,
+        waker: &Waker,
+    ) -> Poll<Result<(), AcquireError>> {
+        self.outcome(WaitQueue::repoll(slot, waker), units)
     }
 
     /// Whether every unit is back: available equals the capacity and nothing is
@@ -491,11 +443,13 @@ impl Semaphore {
     }
 }
 
-/// Without `alloc` no node can outlive its future; with it, a future leaked while
-/// parked (`mem::forget`) leaves the queue's share of its node, let go here.
+/// Without `alloc`: a node the queue still lists (only one whose future was
+/// leaked while parked can be left) is let go of. With it, the segment list's
+/// drop frees the cells.
+#[cfg(not(feature = "alloc"))]
 impl Drop for Semaphore {
     fn drop(&mut self) {
-        self.queue.drain_on_drop(&self.state);
+        self.queue.drain_on_drop();
     }
 }
 

@@ -1,5 +1,6 @@
-//! The wait queue: two lock-free stacks any thread pushes onto, a FIFO list only
-//! the server touches, and the serving role that decides who the server is.
+//! The wait queue without `alloc`: two lock-free stacks any thread pushes onto,
+//! and a FIFO list only the server (the role holder, `serving.rs`) touches. The
+//! nodes live in the acquire futures (`waiter.rs`).
 //!
 //! - **Arrivals** (`arrivals`): a parker pushes its node here (a CAS), then joins in
 //!   the state word. Arrival order is the order of these pushes. An owner that won
@@ -11,9 +12,6 @@
 //! - **The list**: the server takes each stack whole (a swap), links the arrivals at
 //!   the tail in push order, unlinks the cancelled, and grants from the head while
 //!   the head fits.
-//! - **The role** (`role`): `LOCKED | PENDING`. Whoever finds it free takes it and
-//!   serves; whoever finds it taken sets `PENDING` and leaves, and the holder serves
-//!   again before it lets go. Nobody ever waits for the role.
 //!
 //! # Invariants
 //!
@@ -28,79 +26,36 @@
 //!    gets a cancel entry, a cancelled node is never resolved, and a withdrawn
 //!    node gets no cancel entry and is never taken.
 //! 4. When the role is free and `PENDING` clear, the cancelled stack has been
-//!    handled up to the last push whose pusher then asked for service, and every
-//!    joined, unresolved node is queued behind a head that does not fit, with
-//!    `QUEUED` set so that every release serves again.
-//! 5. No user code runs in the role: wakers are collected in a [`WakeList`] and
-//!    woken after it is released; nodes the server lets go of hold no waker.
+//!    handled up to the last push whose pusher then asked for service.
 
+use core::pin::Pin;
 use core::ptr::{self, NonNull};
+use core::task::Waker;
 
-use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
-use super::waiter::{
-    release_cancelled, release_queue_ref, status, Links, Place, StackLink, Waiter,
-};
+use super::serving::{Role, Stop, Waiters};
+use super::state::{available, HeadTake, State, CLOSED, QUEUED};
+use super::wait_status::status;
+use super::waiter::{release_queue_ref, Links, NodeSlot, Place, StackLink, Waiter};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use crate::mechanism::Mechanism;
 
-/// `role` bit: a thread is serving.
-const LOCKED: usize = 1;
-/// `role` bit: someone asked for service while the role was held.
-const PENDING: usize = 1 << 1;
-
-/// Where a serving pass stopped.
-enum Stop {
-    /// The wake batch is full: release the role, wake, and go again.
-    BatchFull,
-    /// The head does not fit: nothing more to do until units come back.
-    HeadDoesNotFit,
-    /// The list is empty.
-    Empty,
-}
+/// What an acquire future holds of its parked request.
+pub(crate) type Slot = NodeSlot;
 
 pub(crate) struct WaitQueue {
     /// Nodes pushed by parkers, newest first.
     arrivals: AtomicPtr<Waiter>,
     /// Nodes pushed by cancelling owners, newest first.
     cancelled: AtomicPtr<Waiter>,
-    /// `LOCKED | PENDING`, and beside it what only its holder touches.
-    role: Role,
-    /// Joined, unresolved waiters, for diagnostics.
-    waiters: AtomicUsize,
-    /// Times a call to `serve` took the role: the unit tests check that no
-    /// operation serves when it need not (`semaphore/serving_tests.rs`).
-    #[cfg(test)]
-    roles_taken: core::sync::atomic::AtomicUsize,
-}
-
-/// The role word and what it guards: whoever takes the role goes on to the list.
-struct Role {
-    word: AtomicUsize,
-    /// Units a shrink posted for retirement, not yet taken by the server.
-    retire_posted: AtomicUsize,
-    /// Units of forgotten permits that were owed to a retirement (held above the
-    /// capacity in force): they settle that much of the debt.
-    settle_posted: AtomicUsize,
-    /// The capacity was lowered since the server last swept the list for requests
-    /// that no longer fit.
-    lowered: AtomicBool,
+    /// The serving role, which guards `list`.
+    pub(crate) role: Role,
     /// # Safety
     /// The role holder's only.
-    server: UnsafeCell<Server>,
-}
-
-/// What only the serving thread touches.
-pub(crate) struct Server {
-    list: List,
-    /// Units to retire before any grant: posted by shrinks, paid by taking free
-    /// units (now, or as releases bring them back), or settled by forgotten
-    /// permits.
-    debt: usize,
-    /// A sweep for requests that no longer fit is due (it stopped at a full wake
-    /// batch, or the capacity was lowered).
-    sweep: bool,
+    list: UnsafeCell<List>,
+    /// Joined, unresolved waiters, for diagnostics.
+    waiters: AtomicUsize,
 }
 
 // SAFETY: the list and the nodes' cells are touched only as the module invariants
@@ -115,20 +70,9 @@ impl WaitQueue {
             WaitQueue {
                 arrivals: AtomicPtr::new(ptr::null_mut()),
                 cancelled: AtomicPtr::new(ptr::null_mut()),
-                role: Role {
-                    word: AtomicUsize::new(0),
-                    retire_posted: AtomicUsize::new(0),
-                    settle_posted: AtomicUsize::new(0),
-                    lowered: AtomicBool::new(false),
-                    server: UnsafeCell::new(Server {
-                        list: List::new(),
-                        debt: 0,
-                        sweep: false,
-                    }),
-                },
+                role: Role::new(),
+                list: UnsafeCell::new(List::new()),
                 waiters: AtomicUsize::new(0),
-                #[cfg(test)]
-                roles_taken: core::sync::atomic::AtomicUsize::new(0),
             }
         }
     }
@@ -136,47 +80,6 @@ impl WaitQueue {
     /// Requests parked right now.
     pub(crate) fn waiters(&self) -> usize {
         self.waiters.load(Ordering::Relaxed)
-    }
-
-    /// Times a call to `serve` took the role, in a test build.
-    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
-    pub(crate) fn roles_taken(&self) -> usize {
-        self.roles_taken.load(Ordering::Relaxed)
-    }
-
-    /// Takes the serving role and keeps it, as a server descheduled mid-pass
-    /// would; [`serve_and_let_go`](Self::serve_and_let_go) ends it.
-    #[cfg(all(test, feature = "alloc", not(admit_loom), not(admit_shuttle)))]
-    pub(crate) fn hold_role(&self) -> bool {
-        self.take_role()
-    }
-
-    /// With the role held by [`hold_role`](Self::hold_role): serves and lets go.
-    #[cfg(all(test, feature = "alloc", not(admit_loom), not(admit_shuttle)))]
-    pub(crate) fn serve_and_let_go(&self, state: &State) {
-        self.serve_and_release(state);
-    }
-
-    /// Entries on the two stacks, waiting for a server; the caller holds the role
-    /// and no other thread touches the semaphore.
-    #[cfg(all(test, feature = "alloc", not(admit_loom), not(admit_shuttle)))]
-    pub(crate) fn backlog(&self) -> usize {
-        let count = |top: *mut Waiter, next: fn(&Waiter) -> &StackLink| {
-            let mut entries = 0;
-            let mut node = NonNull::new(top);
-            while let Some(n) = node {
-                entries += 1;
-                // SAFETY: every node on a stack is kept alive by the queue's share,
-                // and with the role held here nobody takes the stacks.
-                node = unsafe { next(n.as_ref()).get() };
-            }
-            entries
-        };
-        count(self.arrivals.load(Ordering::Acquire), Waiter::next_arrival)
-            + count(
-                self.cancelled.load(Ordering::Acquire),
-                Waiter::next_cancelled,
-            )
     }
 
     /// A parker pushes its node (the queue's share of it).
@@ -238,7 +141,7 @@ impl WaitQueue {
 
     /// An owner that won its node's cancel pushes it, handing the server the
     /// queue's share to let go of; the caller then asks for service.
-    pub(crate) fn push_cancelled(&self, node: NonNull<Waiter>) {
+    fn push_cancelled(&self, node: NonNull<Waiter>) {
         self.waiters.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: the queue's share keeps the node alive; the cancel was won, so
         // `next_cancelled` is the owner's until this push publishes it (a node is
@@ -254,124 +157,12 @@ impl WaitQueue {
     /// loads, a hint (a serve is always safe, and a missed one is made by the next
     /// parker or release).
     pub(crate) fn reclaim_due(&self) -> bool {
-        !self.cancelled.load(Ordering::Relaxed).is_null()
-            && self.role.word.load(Ordering::Relaxed) == 0
+        !self.cancelled.load(Ordering::Relaxed).is_null() && self.role.is_free()
     }
 
-    /// A shrink posts `units` for the server to retire; the caller then sets
-    /// `RETIRING` and asks for service.
-    pub(crate) fn post_retirement(&self, units: usize) {
-        self.role.retire_posted.fetch_add(units, Ordering::AcqRel);
-        self.role.lowered.store(true, Ordering::Release);
-    }
-
-    /// A forget that lowered the capacity posts it (so the server sweeps), with
-    /// the units it forgot beyond the capacity: those were owed to a retirement,
-    /// and settle it. The caller then asks for service.
-    pub(crate) fn post_forget(&self, owed: usize) {
-        if owed != 0 {
-            self.role.settle_posted.fetch_add(owed, Ordering::AcqRel);
-        }
-        self.role.lowered.store(true, Ordering::Release);
-    }
-
-    /// Serves the queue now, or leaves it to the thread that is serving. Never
-    /// waits: at worst one CAS on `role` and return.
+    /// Serves the queue now, or leaves it to the thread that is serving.
     pub(crate) fn serve(&self, state: &State) {
-        if self.take_role() {
-            #[cfg(test)]
-            self.roles_taken.fetch_add(1, Ordering::Relaxed);
-            self.serve_and_release(state);
-        }
-    }
-
-    /// Takes the role if it is free; if it is held, sets `PENDING` for the holder.
-    /// Returns whether the role was taken.
-    ///
-    /// It always writes, even when `PENDING` is already set: as a read-modify-write
-    /// it is ordered against the holder's releasing `swap`, which either reads it
-    /// (and with it everything this thread did before, `AcqRel`) or comes first, in
-    /// which case this CAS finds the role free. A plain load there would let the two
-    /// miss each other (a store-buffering race loom found in the first design).
-    fn take_role(&self) -> bool {
-        let mut role = self.role.word.load(Ordering::Relaxed);
-        loop {
-            if role & PENDING != 0 && !Mechanism::RoleAlwaysWrites.on() {
-                return false;
-            }
-            let next = if role == 0 { LOCKED } else { role | PENDING };
-            match self.role.word.compare_exchange_weak(
-                role,
-                next,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return role == 0,
-                Err(actual) => role = actual,
-            }
-        }
-    }
-
-    /// With the role held: serves, releases the role, wakes, and goes again while a
-    /// wake batch was full or someone asked for service meanwhile.
-    fn serve_and_release(&self, state: &State) {
-        loop {
-            let mut wakers = WakeList::new();
-            // SAFETY: we hold the role.
-            let more = unsafe { self.serve_pass(state, &mut wakers) };
-            let asked = self.role.word.swap(0, Ordering::AcqRel) & PENDING != 0;
-            wakers.wake_all();
-            if !(more || asked) || !self.take_role() {
-                return;
-            }
-        }
-    }
-
-    /// One pass: absorb the stacks, grant from the head, and clear `QUEUED` if the
-    /// list ran empty and nobody joined meanwhile. Returns whether to go again at
-    /// once (the wake batch filled).
-    ///
-    /// # Safety
-    /// The caller holds the role.
-    unsafe fn serve_pass(&self, state: &State, wakers: &mut WakeList) -> bool {
-        // SAFETY: the caller holds the role, which guards the server's state.
-        self.role.server.with_mut(|server| unsafe {
-            let server = &mut *server;
-            loop {
-                self.absorb(state, &mut server.list);
-                self.settle(state, server);
-                if self.role.lowered.swap(false, Ordering::AcqRel) {
-                    server.sweep = true;
-                }
-                if server.sweep {
-                    if !self.sweep_oversize(state.capacity(), &mut server.list, wakers) {
-                        // The wake batch filled: wake it, and sweep on next pass.
-                        return true;
-                    }
-                    server.sweep = false;
-                }
-                let stop = if state.load() & CLOSED != 0 {
-                    self.close_list(state, server, wakers)
-                } else if server.debt > 0 && Mechanism::DebtBeforeGrants.on() {
-                    // No grant while units are owed to the retirement: the free
-                    // ones went to it, and a release racing this pass asked for
-                    // service, so the next pass pays with its units first.
-                    Stop::HeadDoesNotFit
-                } else {
-                    self.grant_from_head(state, &mut server.list, wakers)
-                };
-                let mut flags = if server.debt == 0 { RETIRING } else { 0 };
-                match stop {
-                    Stop::BatchFull => return true,
-                    Stop::HeadDoesNotFit => {}
-                    Stop::Empty => flags |= QUEUED,
-                }
-                if flags == 0 || state.try_clear(flags) {
-                    return false;
-                }
-                // A parker joined or a shrink posted since we looked: look again.
-            }
-        })
+        self.role.serve(state, self);
     }
 
     /// Takes both stacks: links the arrivals at the tail in arrival order, then
@@ -383,10 +174,7 @@ impl WaitQueue {
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn absorb(&self, state: &State, list: &mut List) {
-        state.clear_arrived();
-        // `AcqRel`: a canceller whose push comes after this swap reads it, and with
-        // it every release before this pass (`Semaphore::cancel`).
+    unsafe fn absorb_into(&self, list: &mut List) {
         let take = |stack: &AtomicPtr<Waiter>| {
             stack.swap(ptr::null_mut(), stack_ordering(Ordering::Acquire))
         };
@@ -437,7 +225,7 @@ impl WaitQueue {
                     }
                 }
                 if Mechanism::ReleaseShare.on() {
-                    release_cancelled(n);
+                    release_queue_ref(n);
                 }
             }
         }
@@ -448,7 +236,7 @@ impl WaitQueue {
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn grant_from_head(
+    unsafe fn grant_from_list(
         &self,
         state: &State,
         list: &mut List,
@@ -489,10 +277,15 @@ impl WaitQueue {
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn close_list(&self, state: &State, server: &mut Server, wakers: &mut WakeList) -> Stop {
-        let drained = server.debt == 0 && available(state.load()) == state.capacity();
+    unsafe fn close_list(
+        &self,
+        state: &State,
+        drained: bool,
+        list: &mut List,
+        wakers: &mut WakeList,
+    ) -> Stop {
         let mut drain_waiters = false;
-        let mut next = server.list.front();
+        let mut next = list.front();
         while let Some(node) = next {
             if wakers.is_full() {
                 return Stop::BatchFull;
@@ -503,13 +296,13 @@ impl WaitQueue {
             next = after;
             if waiter.phase() == status::CANCELLED {
                 // SAFETY: as above.
-                unsafe { server.list.remove(node) };
+                unsafe { list.remove(node) };
             } else if waiter.units != 0 {
                 // SAFETY: as above.
-                unsafe { self.resolve(state, &mut server.list, node, status::CLOSED, wakers) };
+                unsafe { self.resolve(state, list, node, status::CLOSED, wakers) };
             } else if drained {
                 // SAFETY: as above; a drain waiter takes no units.
-                unsafe { self.resolve(state, &mut server.list, node, status::GRANTED, wakers) };
+                unsafe { self.resolve(state, list, node, status::GRANTED, wakers) };
             } else {
                 drain_waiters = true;
             }
@@ -521,22 +314,6 @@ impl WaitQueue {
         }
     }
 
-    /// Takes what shrinks and forgets posted into the debt and pays it from the
-    /// free units. Units settled by a forget after this server (or an earlier one)
-    /// already retired some for them come back: the debt never goes below zero.
-    fn settle(&self, state: &State, server: &mut Server) {
-        server.debt += self.role.retire_posted.swap(0, Ordering::AcqRel);
-        let settled = self.role.settle_posted.swap(0, Ordering::AcqRel);
-        if settled > server.debt {
-            // Retired for a debt a forget has since covered: give them back.
-            state.give_back(settled - server.debt);
-            server.debt = 0;
-        } else {
-            server.debt -= settled;
-        }
-        server.debt -= state.retire(server.debt);
-    }
-
     /// After the capacity was lowered: every listed request for more than it
     /// fails with `EXCEEDS`, wherever it waits (a head blocked by a larger one
     /// would otherwise keep it waiting). Returns `false` if the wake batch filled
@@ -544,12 +321,7 @@ impl WaitQueue {
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn sweep_oversize(
-        &self,
-        capacity: usize,
-        list: &mut List,
-        wakers: &mut WakeList,
-    ) -> bool {
+    unsafe fn sweep_list(&self, capacity: usize, list: &mut List, wakers: &mut WakeList) -> bool {
         let mut next = list.front();
         while let Some(node) = next {
             // SAFETY: as in `close_list`.
@@ -604,7 +376,7 @@ impl WaitQueue {
         // SAFETY: the caller's contract.
         unsafe { list.remove(node) };
         // SAFETY: the queue's share keeps it alive until the release below.
-        match unsafe { node.as_ref() }.resolve(outcome) {
+        match unsafe { node.as_ref() }.status.resolve(outcome) {
             Some(waker) => {
                 self.waiters.fetch_sub(1, Ordering::Relaxed);
                 wakers.push(waker);
@@ -622,16 +394,122 @@ impl WaitQueue {
 
     /// Lets go of every node still queued, when the semaphore is dropped. Only
     /// nodes of futures that were leaked (`mem::forget`) while parked can be left.
-    pub(crate) fn drain_on_drop(&mut self, state: &State) {
+    pub(crate) fn drain_on_drop(&mut self) {
         // SAFETY: `&mut self`: nobody else can hold the role or push.
-        self.role.server.with_mut(|server| unsafe {
-            let list = &mut (*server).list;
-            self.absorb(state, list);
+        self.list.with_mut(|list| unsafe {
+            let list = &mut *list;
+            self.absorb_into(list);
             while let Some(head) = list.front() {
                 list.remove(head);
                 release_queue_ref(head);
             }
         });
+    }
+}
+
+impl Waiters for WaitQueue {
+    unsafe fn absorb(&self, _state: &State) {
+        // SAFETY: the caller holds the role, which guards the list.
+        self.list
+            .with_mut(|list| unsafe { self.absorb_into(&mut *list) });
+    }
+
+    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
+        // SAFETY: as in `absorb`.
+        self.list
+            .with_mut(|list| unsafe { self.sweep_list(capacity, &mut *list, wakers) })
+    }
+
+    unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
+        // SAFETY: as in `absorb`.
+        self.list
+            .with_mut(|list| unsafe { self.close_list(state, drained, &mut *list, wakers) })
+    }
+
+    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
+        // SAFETY: as in `absorb`.
+        self.list
+            .with_mut(|list| unsafe { self.grant_from_list(state, &mut *list, wakers) })
+    }
+}
+
+/// A parked request's life, as the semaphore drives it.
+impl WaitQueue {
+    /// Parks a request the fast path refused: pushes its node, joins, and asks
+    /// for service if the join shows the node could be resolved now. Returns the
+    /// node's phase (`WAITING` unless it was resolved meanwhile).
+    pub(crate) fn park(
+        &self,
+        state: &State,
+        slot: Pin<&mut Slot>,
+        units: usize,
+        waker: Waker,
+    ) -> usize {
+        let share = slot.park(units, waker);
+        // SAFETY: the slot keeps the node where it is until the queue lets go.
+        let node = unsafe { share.as_ref() };
+        self.push_arrival(share);
+        let prev = state.join();
+        let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
+        let units_back =
+            prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
+        // A server may have taken the node from the arrivals, granted it and
+        // cleared `QUEUED` before our join set it again: serve to clear it.
+        let resolved = node.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
+        // Cancelled nodes wait on their stack for a server; with no unit coming
+        // back (a stuck holder, callers timing out) parkers are the only ones left
+        // to serve, so one that finds the role free lets them go.
+        let reclaim = self.reclaim_due();
+        if closed || units_back || resolved || reclaim {
+            self.serve(state);
+        }
+        node.phase()
+    }
+
+    /// A re-poll of a parked request: its phase, with `waker` registered if it
+    /// is still waiting.
+    pub(crate) fn repoll(slot: &Slot, waker: &Waker) -> usize {
+        slot.get().expect("parked").status.register(waker)
+    }
+
+    /// The request's outcome was read: nothing to let go of (the node is the
+    /// future's, and the queue let go of it when it resolved it).
+    pub(crate) fn finish(&self, _slot: Pin<&mut Slot>) {}
+
+    /// Gives up a parked request (its future is being dropped). Returns the
+    /// units of a grant it had not taken, for the caller to release.
+    pub(crate) fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
+        let node = slot.share().expect("a parked request has a node");
+        // SAFETY: the slot keeps the node until the queue lets go.
+        let (phase, units) = unsafe { (node.as_ref().status.cancel(), node.as_ref().units) };
+        match phase {
+            status::WAITING => {
+                // SAFETY: our cancel won.
+                let waker = unsafe { node.as_ref().status.take_waker() };
+                let withdrawn = self.withdraw_arrival(node);
+                if withdrawn {
+                    // No server saw the node: the queue is done with it.
+                    // SAFETY: withdrawn, so the queue will never touch it again.
+                    unsafe { release_queue_ref(node) };
+                } else {
+                    self.push_cancelled(node);
+                }
+                // It may have been the head, blocking requests that fit in the
+                // free units (Go's canceled-waiter-at-the-front bug): then serve.
+                // And the slot's drop waits for the server to let go of a node
+                // it may have seen, so a cancel that pushed an entry serves.
+                let state_now = state.load();
+                let units_free = available(state_now) > 0 || state_now & CLOSED != 0;
+                if Mechanism::CancelServes.on() && (units_free || !withdrawn) {
+                    self.serve(state);
+                }
+                drop(waker); // user code, after all our work
+                0
+            }
+            // A drain waiter (0 units) holds nothing to give back.
+            status::GRANTED if Mechanism::CancelReleasesGrant.on() => units,
+            _ => 0,
+        }
     }
 }
 
@@ -662,17 +540,13 @@ fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) -> *
 }
 
 /// The ordering of the stack pushes and of the server's swaps that take them:
-/// `AcqRel` both ways, so that a push after a swap reads it (and what the server
-/// did before it). `Semaphore::cancel` relies on that to skip asking for service
-/// when no unit is free. The negative control switches it to the bare minimum
-/// (`weak`: `Release` for a push, `Acquire` for a swap).
+/// `Release` for a push and `Acquire` for a swap publish the node and its link
+/// to the server. Both are `AcqRel`, so that a push after a swap also reads it
+/// (and what the server did before it); nothing relies on that since a cancel
+/// that pushed always serves, and a read-modify-write pays nothing for it.
 #[inline(always)]
-fn stack_ordering(weak: Ordering) -> Ordering {
-    if Mechanism::StackAcqRel.on() {
-        Ordering::AcqRel
-    } else {
-        weak
-    }
+fn stack_ordering(_weak: Ordering) -> Ordering {
+    Ordering::AcqRel
 }
 
 /// The server's FIFO: a doubly linked list through the nodes' `links`.

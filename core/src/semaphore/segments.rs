@@ -3,8 +3,9 @@
 //! cancelled is removed by the cancel that completes it, without waiting for
 //! anyone.
 //!
-//! Not used by the semaphore yet, so built only in the crate's tests: it is
-//! model-checked on its own first (`loom_tests/segments.rs`).
+//! The semaphore's wait queue with `alloc` (`cell_queue.rs`) keeps its parked
+//! requests here; the list is also model-checked on its own
+//! (`loom_tests/segments.rs`).
 //!
 //! # Shape
 //!
@@ -14,6 +15,9 @@
 //! it reaches `CELLS` the segment is full, and every claimer counted above `CELLS`
 //! is a *helper*: it installs the next segment unless someone has, swings `tail`
 //! to it, and claims again.
+//!
+//! The list starts empty (so that a semaphore can be made in a `const`): the
+//! first claim installs the first segment, naming it by `head`, then `tail`.
 //!
 //! The one cursor, the serving role's, walks the cells in ticket order; `head`
 //! names its segment. It moves on in three steps any thread can finish: it flags
@@ -90,10 +94,11 @@
 //! passes that on to claimers through `tail`, likewise.
 
 use core::ptr::{addr_of_mut, NonNull};
-use core::task::Waker;
 
+use super::wait_status::{status, WaitStatus};
 use crate::loom::heap::{self, Layout};
-use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::loom_const_fn;
+use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use crate::mechanism::Mechanism;
 
 /// Cells in a segment. A segment of 31 cells of 32 bytes and its header fill one
@@ -133,8 +138,123 @@ const CANCEL_UNIT: usize = 1 << CANCEL_SHIFT;
 const REFS: usize = CANCEL_UNIT - 1;
 
 /// The segment a link word names, if any.
-fn target(word: usize) -> Option<NonNull<Segment>> {
-    NonNull::new((word & !COUNT) as *mut Segment)
+fn target(word: Word) -> Option<NonNull<Segment>> {
+    NonNull::new(word.0.map_addr(|a| a & !COUNT))
+}
+
+/// A word of `tail` or of a link: a segment's address, which keeps the
+/// segment's provenance (so that a segment is reachable, for miri's leak check,
+/// from wherever the list is), with flags and counts in the low bits its
+/// alignment leaves free. Compared and combined by its bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Word(*mut Segment);
+
+impl Word {
+    /// A word of bits alone, naming no segment: empty (0), or [`GONE`].
+    const fn bits(bits: usize) -> Word {
+        Word(core::ptr::without_provenance_mut(bits))
+    }
+
+    /// A word naming `segment`, with no bits set.
+    fn of(segment: NonNull<Segment>) -> Word {
+        Word(segment.as_ptr())
+    }
+}
+
+impl PartialEq<usize> for Word {
+    fn eq(&self, bits: &usize) -> bool {
+        self.0.addr() == *bits
+    }
+}
+
+impl core::ops::BitAnd<usize> for Word {
+    type Output = usize;
+    fn bitand(self, mask: usize) -> usize {
+        self.0.addr() & mask
+    }
+}
+
+impl core::ops::BitOr<usize> for Word {
+    type Output = Word;
+    fn bitor(self, bits: usize) -> Word {
+        Word(self.0.map_addr(|a| a | bits))
+    }
+}
+
+impl core::ops::Add<usize> for Word {
+    type Output = Word;
+    fn add(self, n: usize) -> Word {
+        Word(self.0.map_addr(|a| a + n))
+    }
+}
+
+impl core::ops::Sub<usize> for Word {
+    type Output = Word;
+    fn sub(self, n: usize) -> Word {
+        Word(self.0.map_addr(|a| a - n))
+    }
+}
+
+/// An atomic [`Word`].
+struct AtomicWord(AtomicPtr<Segment>);
+
+impl AtomicWord {
+    loom_const_fn! {
+        fn new(word: Word) -> AtomicWord {
+            AtomicWord(AtomicPtr::new(word.0))
+        }
+    }
+
+    #[inline]
+    fn load(&self, order: Ordering) -> Word {
+        Word(self.0.load(order))
+    }
+
+    #[inline]
+    fn compare_exchange(
+        &self,
+        current: Word,
+        new: Word,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Word, Word> {
+        self.0
+            .compare_exchange(current.0, new.0, success, failure)
+            .map(Word)
+            .map_err(Word)
+    }
+
+    #[inline]
+    fn compare_exchange_weak(
+        &self,
+        current: Word,
+        new: Word,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Word, Word> {
+        self.0
+            .compare_exchange_weak(current.0, new.0, success, failure)
+            .map(Word)
+            .map_err(Word)
+    }
+
+    #[inline]
+    fn swap(&self, new: Word, order: Ordering) -> Word {
+        Word(self.0.swap(new.0, order))
+    }
+
+    /// Sets `bits`; returns the word before. A CAS loop (`AtomicPtr::fetch_or`
+    /// is newer than the crate's MSRV): lock-free, each retry follows another
+    /// thread's change of the word.
+    fn fetch_or(&self, bits: usize, order: Ordering) -> Word {
+        let mut word = self.load(Ordering::Relaxed);
+        loop {
+            match self.compare_exchange_weak(word, word | bits, order, Ordering::Relaxed) {
+                Ok(before) => return before,
+                Err(actual) => word = actual,
+            }
+        }
+    }
 }
 
 // The block the shape is sized for (the crate's tests add the quarantine, and
@@ -142,23 +262,20 @@ fn target(word: usize) -> Option<NonNull<Segment>> {
 #[cfg(not(test))]
 const _: () = assert!(core::mem::size_of::<Segment>() == ALIGN);
 
-/// One parked request's place: what the semaphore will keep in it.
+/// One parked request's place.
 #[derive(Debug)]
 pub(crate) struct Cell {
-    /// The cell's phase, the semaphore's to define (zero at birth).
-    pub(crate) status: AtomicUsize,
+    /// The request's phase and waker (`EMPTY` at birth).
+    pub(crate) status: WaitStatus,
     /// The units asked for, written by the ticket holder before it publishes.
     pub(crate) units: UnsafeCell<usize>,
-    /// The parked request's waker.
-    #[allow(dead_code, reason = "the semaphore's, once it uses the list")]
-    pub(crate) waker: UnsafeCell<Option<Waker>>,
 }
 
 /// `CELLS` cells and the links and count that keep them.
 #[repr(C, align(1024))]
 struct Segment {
     /// Empty (0), then a link word naming the successor, then [`GONE`].
-    next: AtomicUsize,
+    next: AtomicWord,
     /// The references that keep the segment alive (invariant 2), and its
     /// cancelled cells above [`CANCEL_SHIFT`].
     refs: AtomicUsize,
@@ -229,15 +346,14 @@ impl Segment {
         // SAFETY: `p` is a fresh allocation of `Segment`'s layout, shared with
         // nobody yet; each field is written once before any read.
         unsafe {
-            addr_of_mut!((*p).next).write(AtomicUsize::new(0));
+            addr_of_mut!((*p).next).write(AtomicWord::new(Word::bits(0)));
             addr_of_mut!((*p).refs).write(AtomicUsize::new(refs));
             addr_of_mut!((*p).id).write(id);
             let cells = addr_of_mut!((*p).cells).cast::<Cell>();
             for i in 0..CELLS {
                 cells.add(i).write(Cell {
-                    status: AtomicUsize::new(0),
+                    status: WaitStatus::new(status::EMPTY),
                     units: UnsafeCell::new(0),
-                    waker: UnsafeCell::new(None),
                 });
             }
             #[cfg(test)]
@@ -339,7 +455,7 @@ impl Segment {
     /// word are one step; the count then moves to the segment, and is given back
     /// to the link unless the link has changed and handed it over (links never
     /// come back to a segment they left, so an unchanged address means unchanged).
-    fn acquire(link: &AtomicUsize) -> Option<NonNull<Segment>> {
+    fn acquire(link: &AtomicWord) -> Option<NonNull<Segment>> {
         let mut word = link.load(Ordering::Acquire);
         let segment = loop {
             let segment = target(word)?;
@@ -381,7 +497,7 @@ impl Segment {
     /// # Safety
     ///
     /// `old` was the link's word, replaced by the caller.
-    unsafe fn let_go_of_link(old: usize) {
+    unsafe fn let_go_of_link(old: Word) {
         if let Some(segment) = target(old) {
             // SAFETY: the link's reference, less what its readers in transit
             // will give back one by one.
@@ -390,10 +506,10 @@ impl Segment {
     }
 
     /// The segment `tail`'s word names, and its count.
-    fn split(word: usize) -> (NonNull<Segment>, usize) {
+    fn split(word: Word) -> (NonNull<Segment>, usize) {
         // SAFETY: `tail` always names a segment: the word is never zero above
         // its count bits.
-        let segment = unsafe { NonNull::new_unchecked((word & !COUNT) as *mut Segment) };
+        let segment = unsafe { NonNull::new_unchecked(word.0.map_addr(|a| a & !COUNT)) };
         (segment, word & COUNT)
     }
 }
@@ -416,19 +532,27 @@ impl Ticket {
     }
 }
 
+// SAFETY: a ticket is a counted reference on its segment (invariant 2), and its
+// cell is reached through atomics or by its one holder: any thread may hold it.
+unsafe impl Send for Ticket {}
+// SAFETY: as above; `&Ticket` gives only `cell`.
+unsafe impl Sync for Ticket {}
+
 /// The list of segments, and its cursor.
 pub(crate) struct Segments {
-    /// The tail segment's address | the count (see the module docs).
-    tail: AtomicUsize,
-    /// A link word naming the cursor's segment (the first not yet passed).
-    head: AtomicUsize,
+    /// The tail segment's address | the count (see the module docs); 0 until
+    /// the first claim.
+    tail: AtomicWord,
+    /// A link word naming the cursor's segment (the first not yet passed); 0
+    /// until the first claim.
+    head: AtomicWord,
     /// The cursor's cell in `head`'s segment; used only by the serving role.
     index: UnsafeCell<usize>,
-    /// Where the crate's tests keep freed segments until the drop.
+    /// Where the crate's tests keep freed segments until the drop: made by the
+    /// first allocation (`Box::into_raw`, so the segments' pointers to it stay
+    /// valid when the list moves), freed last by the drop.
     #[cfg(test)]
-    /// Owned: from `Box::into_raw`, so the segments' pointers to it stay valid
-    /// when the list moves; freed last by the drop.
-    graveyard: NonNull<Graveyard>,
+    graveyard: core::sync::atomic::AtomicPtr<Graveyard>,
 }
 
 // SAFETY: the segments are reached through atomics and references counted per
@@ -439,29 +563,40 @@ unsafe impl Send for Segments {}
 unsafe impl Sync for Segments {}
 
 impl Segments {
-    /// An empty list: one segment, named by `tail` and by `head`.
-    pub(crate) fn new() -> Segments {
-        #[cfg(test)]
-        let graveyard = NonNull::from(alloc::boxed::Box::leak(alloc::boxed::Box::default()));
-        #[cfg(test)]
-        // SAFETY: just made, freed only by the list's drop.
-        let first = Segment::alloc(CELLS + TAIL + LINK_REF, 0, unsafe { graveyard.as_ref() });
-        #[cfg(not(test))]
-        let first = Segment::alloc(CELLS + TAIL + LINK_REF, 0, &());
-        Segments {
-            #[cfg(test)]
-            graveyard,
-            tail: AtomicUsize::new(first.as_ptr() as usize),
-            head: AtomicUsize::new(first.as_ptr() as usize),
-            index: UnsafeCell::new(0),
+    loom_const_fn! {
+        /// An empty list, with no segment yet.
+        pub(crate) fn new() -> Segments {
+            Segments {
+                tail: AtomicWord::new(Word::bits(0)),
+                head: AtomicWord::new(Word::bits(0)),
+                index: UnsafeCell::new(0),
+                #[cfg(test)]
+                graveyard: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
+            }
         }
     }
 
     /// Where freed segments wait for the drop (in the crate's tests).
     #[cfg(test)]
     fn graveyard(&self) -> &Graveyard {
+        use core::sync::atomic::Ordering::{AcqRel, Acquire};
+        let mut current = self.graveyard.load(Acquire);
+        if current.is_null() {
+            let fresh = alloc::boxed::Box::into_raw(alloc::boxed::Box::default());
+            match self
+                .graveyard
+                .compare_exchange(current, fresh, AcqRel, Acquire)
+            {
+                Ok(_) => current = fresh,
+                Err(actual) => {
+                    // SAFETY: never shared.
+                    drop(unsafe { alloc::boxed::Box::from_raw(fresh) });
+                    current = actual;
+                }
+            }
+        }
         // SAFETY: the list owns it until the end of its drop.
-        unsafe { self.graveyard.as_ref() }
+        unsafe { &*current }
     }
 
     #[cfg(not(test))]
@@ -469,9 +604,42 @@ impl Segments {
         &()
     }
 
+    /// Installs the first segment, unless someone has: `head` first, so that
+    /// `tail`, once it names a segment, never names one `head` does not lead to.
+    #[cold]
+    fn start(&self) {
+        let first = Segment::alloc(CELLS + TAIL + LINK_REF, 0, self.graveyard());
+        let first = match self.head.compare_exchange(
+            Word::bits(0),
+            Word::of(first),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Word::of(first),
+            Err(actual) => {
+                // SAFETY: never shared.
+                unsafe { Segment::free(first) };
+                // No ticket of it is claimed until `tail` names it, so the
+                // cursor cannot have passed it: `head` still names it.
+                actual
+            }
+        };
+        // Whoever wins puts `head`'s segment in `tail`.
+        let _ = self.tail.compare_exchange(
+            Word::bits(0),
+            first,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
     /// Claims the next ticket.
     pub(crate) fn claim(&self) -> Ticket {
         let mut word = self.tail.load(Ordering::Acquire);
+        if word == 0 {
+            self.start();
+            word = self.tail.load(Ordering::Acquire);
+        }
         loop {
             let (segment, count) = Segment::split(word);
             if count == COUNT {
@@ -512,7 +680,7 @@ impl Segments {
     /// # Safety
     ///
     /// The caller holds a reference on `segment`, all of whose tickets are taken.
-    unsafe fn move_tail_past(&self, segment: NonNull<Segment>) -> usize {
+    unsafe fn move_tail_past(&self, segment: NonNull<Segment>) -> Word {
         // SAFETY: the caller's reference.
         let full = unsafe { segment.as_ref() }.live();
         let mut word = full.next.load(Ordering::Acquire);
@@ -520,12 +688,12 @@ impl Segments {
             // Its tickets, `tail`'s reference, and the link about to name it.
             let fresh = Segment::alloc(CELLS + TAIL + LINK_REF, full.id + 1, self.graveyard());
             match full.next.compare_exchange(
-                0,
-                fresh.as_ptr() as usize,
+                Word::bits(0),
+                Word::of(fresh),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => word = fresh.as_ptr() as usize,
+                Ok(_) => word = Word::of(fresh),
                 Err(actual) => {
                     // SAFETY: never shared.
                     unsafe { Segment::free(fresh) };
@@ -547,7 +715,7 @@ impl Segments {
         while Segment::split(word).0 == full {
             match self.tail.compare_exchange_weak(
                 word,
-                next.as_ptr() as usize,
+                Word::of(next),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -728,7 +896,7 @@ impl Segments {
                 unsafe { Segment::release(succ, LINK_REF + 1) };
                 return false;
             }
-            let new = succ.as_ptr() as usize | (word & MARK);
+            let new = Word::of(succ) | (word & MARK);
             match ps
                 .next
                 .compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire)
@@ -740,7 +908,7 @@ impl Segments {
                     unsafe { Segment::let_go_of_link(word) };
                     // Ours to clean up: let go of its link (`tail` left it
                     // before it was frozen), so it keeps nothing after it alive.
-                    let old = cs.next.swap(GONE, Ordering::AcqRel);
+                    let old = cs.next.swap(Word::bits(GONE), Ordering::AcqRel);
                     // SAFETY: the word we replaced.
                     unsafe { Segment::let_go_of_link(old) };
                     return true;
@@ -777,7 +945,7 @@ impl Segments {
             }
             match self.head.compare_exchange_weak(
                 word,
-                next.as_ptr() as usize,
+                Word::of(next),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -789,7 +957,7 @@ impl Segments {
         unsafe { Segment::release(next, 1) };
         // SAFETY: the word we replaced (`head`'s reference on `p`).
         unsafe { Segment::let_go_of_link(word) };
-        let old = ps.next.swap(GONE, Ordering::AcqRel);
+        let old = ps.next.swap(Word::bits(GONE), Ordering::AcqRel);
         // SAFETY: the word we replaced.
         unsafe { Segment::let_go_of_link(old) };
     }
@@ -806,8 +974,9 @@ impl Segments {
         // SAFETY: the caller's role.
         let index = self.index.with_mut(|i| unsafe { &mut *i });
         // `head` moves only once the cursor has flagged its link: it names the
-        // cursor's segment, which its reference keeps alive.
-        let mut segment = target(self.head.load(Ordering::Acquire)).expect("head");
+        // cursor's segment, which its reference keeps alive. Nothing yet: no
+        // ticket was ever claimed.
+        let mut segment = target(self.head.load(Ordering::Acquire))?;
         if *index == CELLS {
             // SAFETY: `head`'s reference.
             let passed = unsafe { segment.as_ref() }.live();
@@ -828,7 +997,11 @@ impl Segments {
             *index = 0;
             segment = target(self.head.load(Ordering::Acquire)).expect("head");
         }
-        let (tail, count) = Segment::split(self.tail.load(Ordering::Acquire));
+        let tail = self.tail.load(Ordering::Acquire);
+        if tail == 0 {
+            return None; // the first segment is being installed
+        }
+        let (tail, count) = Segment::split(tail);
         // `tail` is never behind the cursor (invariant 5): elsewhere means past.
         if tail == segment && *index >= count {
             return None;
@@ -846,12 +1019,96 @@ impl Segments {
         // SAFETY: the caller's role.
         self.index.with_mut(|i| unsafe { *i += 1 });
     }
+
+    /// Visits the cells from the cursor's to the end of the list, in ticket
+    /// order, while `visit` returns `true`. Cells whose ticket is not claimed
+    /// yet are visited too (they are `EMPTY`); a segment removed meanwhile
+    /// (every cell cancelled) may be skipped.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the serving role, and keeps no cell past the call.
+    pub(crate) unsafe fn scan(&self, mut visit: impl FnMut(&Cell) -> bool) {
+        // SAFETY: the caller's role.
+        let mut from = self.index.with_mut(|i| unsafe { *i });
+        let Some(mut segment) = Segment::acquire(&self.head) else {
+            return; // nothing was ever claimed
+        };
+        loop {
+            // SAFETY: counted (ours).
+            let current = unsafe { segment.as_ref() }.live();
+            for cell in current.cells.iter().skip(from) {
+                if !visit(cell) {
+                    // SAFETY: ours.
+                    unsafe { Segment::release(segment, 1) };
+                    return;
+                }
+            }
+            from = 0;
+            let next = Segment::acquire(&current.next).or_else(|| {
+                // The end, or `current` was removed and cleaned up (its cells
+                // all cancelled, and visited): go on from what follows it.
+                (current.next.load(Ordering::Acquire) != 0)
+                    .then(|| self.first_after(current.id))
+                    .flatten()
+            });
+            // SAFETY: ours.
+            unsafe { Segment::release(segment, 1) };
+            match next {
+                Some(next) => segment = next,
+                None => return,
+            }
+        }
+    }
+
+    /// The first segment of the list after the `id`-th, counted; `None` if the
+    /// list ends before.
+    fn first_after(&self, id: usize) -> Option<NonNull<Segment>> {
+        'walk: loop {
+            let mut p = Segment::acquire(&self.head).expect("head names a segment");
+            loop {
+                // SAFETY: counted (ours).
+                let ps = unsafe { p.as_ref() }.live();
+                if ps.id > id {
+                    return Some(p);
+                }
+                let next = Segment::acquire(&ps.next);
+                let end = next.is_none() && ps.next.load(Ordering::Acquire) == 0;
+                // SAFETY: ours.
+                unsafe { Segment::release(p, 1) };
+                match next {
+                    Some(next) => p = next,
+                    None if end => return None,
+                    // `p` was removed meanwhile: start again.
+                    None => continue 'walk,
+                }
+            }
+        }
+    }
 }
 
 impl Drop for Segments {
     /// Frees every segment from the cursor's to the tail. Every ticket must have
-    /// been released (the semaphore outlives its futures).
+    /// been released (the semaphore outlives its futures); a segment holding
+    /// one of a future leaked with `mem::forget` is leaked with it.
     fn drop(&mut self) {
+        if self.tail.load(Ordering::Acquire) != 0 {
+            self.free_all();
+        }
+        #[cfg(test)]
+        {
+            let graveyard = self.graveyard.load(core::sync::atomic::Ordering::Acquire);
+            if let Some(graveyard) = NonNull::new(graveyard) {
+                // SAFETY: the list's own, not used again.
+                unsafe { Graveyard::close(graveyard) };
+            }
+        }
+    }
+}
+
+impl Segments {
+    /// The drop's work, once the list has started.
+    fn free_all(&mut self) {
         let (tail, count) = Segment::split(self.tail.load(Ordering::Acquire));
         debug_assert!(count <= CELLS, "a helper outlived the list");
         // SAFETY: `tail`'s reference and those of its tickets never claimed;
@@ -872,11 +1129,6 @@ impl Drop for Segments {
             };
             // We now hold the link's reference of the segment just freed.
             segment = next;
-        }
-        #[cfg(test)]
-        // SAFETY: the list's own, not used again.
-        unsafe {
-            Graveyard::close(self.graveyard);
         }
     }
 }
@@ -946,17 +1198,17 @@ mod scenarios {
                         let cell = ticket.cell();
                         if (me + round) % 3 == 0 {
                             // Give up before publishing: the server skips it.
-                            cell.status.store(CANCELLED, Release);
+                            cell.status.word.store(CANCELLED, Release);
                             segments.cancel(ticket);
                             continue;
                         }
                         // SAFETY: the cell is the ticket holder's until published.
                         cell.units.with_mut(|u| unsafe { *u = me * rounds + round });
-                        cell.status.store(PUBLISHED, Release);
+                        cell.status.word.store(PUBLISHED, Release);
                         held.push_back(ticket);
                         if held.len() > 3 {
                             let ticket = held.pop_front().unwrap();
-                            let status = ticket.cell().status.load(Acquire);
+                            let status = ticket.cell().status.word.load(Acquire);
                             assert!(status == PUBLISHED || status == SERVED);
                             segments.release(ticket);
                         }
@@ -975,11 +1227,11 @@ mod scenarios {
         while served < threads * rounds - given_up {
             // SAFETY: this thread is the only server.
             match unsafe { segments.current() } {
-                Some(cell) if cell.status.load(Acquire) == CANCELLED => {
+                Some(cell) if cell.status.word.load(Acquire) == CANCELLED => {
                     // SAFETY: the only server; `cell` is not used again.
                     unsafe { segments.advance() };
                 }
-                Some(cell) if cell.status.load(Acquire) == PUBLISHED => {
+                Some(cell) if cell.status.word.load(Acquire) == PUBLISHED => {
                     // SAFETY: published with `Release`, read after the `Acquire`.
                     let value = cell.units.with_mut(|u| unsafe { *u });
                     let (me, round) = (value / rounds, value % rounds);
@@ -988,7 +1240,7 @@ mod scenarios {
                     }
                     assert_eq!(round, next_round[me], "claimer {me}'s tickets out of order");
                     next_round[me] += 1;
-                    cell.status.store(SERVED, Release);
+                    cell.status.word.store(SERVED, Release);
                     // SAFETY: the only server; `cell` is not used again.
                     unsafe { segments.advance() };
                     served += 1;
@@ -1003,7 +1255,7 @@ mod scenarios {
         // SAFETY: the only server.
         while let Some(cell) = unsafe { segments.current() } {
             assert_eq!(
-                cell.status.load(Acquire),
+                cell.status.word.load(Acquire),
                 CANCELLED,
                 "a ticket past the last"
             );
@@ -1109,7 +1361,7 @@ mod tests {
         let segments = Segments::new();
         let mut tickets: Vec<_> = (0..CELLS + 1).map(|_| segments.claim()).collect();
         for ticket in &tickets[1..CELLS] {
-            ticket.cell().status.store(CANCELLED, Release);
+            ticket.cell().status.word.store(CANCELLED, Release);
         }
         for _ in 0..CELLS {
             // SAFETY: the only server; it serves or skips every cell.

@@ -17,9 +17,9 @@ use super::Semaphore;
 
 /// How many times `f` took the serving role.
 fn serves(sem: &Semaphore, f: impl FnOnce()) -> usize {
-    let before = sem.queue.roles_taken();
+    let before = sem.queue.role.roles_taken();
     f();
-    sem.queue.roles_taken() - before
+    sem.queue.role.roles_taken() - before
 }
 
 fn poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
@@ -114,37 +114,23 @@ fn park_and_cancel_serve_only_when_there_is_work() {
 
     let sem = Semaphore::new(2);
     let both = sem.try_acquire(2).unwrap();
-    // Nothing to reclaim, nothing free: a park joins and leaves, and its cancel
-    // withdraws the node it just pushed: nothing is left for a server.
+    // Nothing free: parks join and leave, and cancels (of the last request, of
+    // one with others behind it, of the head) leave their cells to the list.
+    let mut first = Box::pin(sem.acquire(1));
+    let mut second = Box::pin(sem.acquire(1));
     assert_eq!(
         serves(&sem, || {
-            let mut parked = pin!(sem.acquire(1));
-            assert!(poll(parked.as_mut()).is_pending());
+            assert!(poll(first.as_mut()).is_pending());
+            assert!(poll(second.as_mut()).is_pending());
+            let mut third = pin!(sem.acquire(1));
+            assert!(poll(third.as_mut()).is_pending());
         }),
         0,
-        "park, then cancel with no unit free"
+        "parks, and a cancel of the last, with no unit free"
     );
-    let mut next = Box::pin(sem.acquire(1));
-    assert_eq!(
-        serves(&sem, || assert!(poll(next.as_mut()).is_pending())),
-        0,
-        "a park after a withdrawn cancel"
-    );
-    // A node with another pushed above it cannot be withdrawn: its cancel leaves
-    // an entry, and the next parker that finds the role free lets it go.
-    let mut above = Box::pin(sem.acquire(1));
-    assert!(poll(above.as_mut()).is_pending());
-    assert_eq!(
-        serves(&sem, || drop(next)),
-        0,
-        "a buried cancel, no unit free"
-    );
-    let mut last = Box::pin(sem.acquire(1));
-    assert_eq!(
-        serves(&sem, || assert!(poll(last.as_mut()).is_pending())),
-        1
-    );
-    drop((above, last));
+    assert_eq!(serves(&sem, || drop(first)), 0, "a cancel of the head");
+    assert_eq!(serves(&sem, || drop(second)), 0, "a cancel of the last");
+    assert_eq!(sem.waiters(), 0);
 
     // A unit free, and a cancelled head may have been blocking a request that
     // fits in it (Go's canceled-waiter-at-the-front): the cancel serves.
@@ -159,40 +145,39 @@ fn park_and_cancel_serve_only_when_there_is_work() {
     drop(one);
 }
 
-/// The known defect of issue 9 (docs/design.md, "Known limits"): only the role
-/// holder lets go of cancelled nodes that it may have seen (a cancel withdraws its
-/// node only while nobody has pushed above it), so while the holder is descheduled
-/// every such cancel leaves its node behind, and the memory held grows with the
-/// callers that gave up meanwhile, not with the requests parked at once. In the
-/// oversubscribed storm (docs/benchmarks.md, S10) the heap grows by hundreds of
-/// MiB in half a second. This test is what a fix must pass; it fails today, so it
-/// is ignored.
+/// What was issue 9's defect (docs/design.md, "Known limits", until the cell
+/// queue): only the role holder let go of cancelled nodes, so while it was
+/// descheduled every cancel left its node behind, and the memory held grew with
+/// the callers that gave up meanwhile, not with the requests parked at once (in
+/// the oversubscribed storm, S10, by hundreds of MiB in half a second). Now a
+/// cancel that completes a segment removes it, with the role held elsewhere.
 #[cfg(feature = "alloc")]
 #[test]
-#[ignore = "known defect (issue 9): only the role holder reclaims buried cancelled nodes"]
-fn cancelled_nodes_are_let_go_while_the_server_is_descheduled() {
+fn cancelled_requests_are_let_go_while_the_server_is_descheduled() {
     use alloc::boxed::Box;
 
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
-    assert!(sem.queue.hold_role(), "a server, descheduled mid-pass");
+    assert!(sem.queue.role.take(), "a server, descheduled mid-pass");
     let callers = 10_000;
+    let mut most_alive = 0;
     for _ in 0..callers / 2 {
-        // Two callers park and give up, the first with the second above it.
-        let mut below = Box::pin(sem.acquire(1));
-        assert!(poll(below.as_mut()).is_pending());
-        let mut above = Box::pin(sem.acquire(1));
-        assert!(poll(above.as_mut()).is_pending());
-        drop(below);
-        drop(above);
+        // Two callers park and give up, the first with the second behind it.
+        let mut first = Box::pin(sem.acquire(1));
+        assert!(poll(first.as_mut()).is_pending());
+        let mut second = Box::pin(sem.acquire(1));
+        assert!(poll(second.as_mut()).is_pending());
+        drop(first);
+        drop(second);
+        most_alive = most_alive.max(sem.queue.segments.live_segments());
     }
-    let backlog = sem.queue.backlog();
-    sem.queue.serve_and_let_go(&sem.state);
-    assert_eq!(sem.queue.backlog(), 0);
+    assert_eq!(sem.waiters(), 0);
+    sem.queue.role.serve_and_release(&sem.state, &sem.queue);
     drop(held);
     assert_eq!(sem.available(), 1);
+    // The cursor's segment, and the one being filled.
     assert!(
-        backlog <= 64,
-        "{backlog} entries held for {callers} callers that gave up while the server was away"
+        most_alive <= 2,
+        "{most_alive} segments alive for {callers} callers that gave up while the server was away"
     );
 }

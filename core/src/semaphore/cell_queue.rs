@@ -1,0 +1,390 @@
+//! The wait queue with `alloc`: each parked request is a cell of the segment
+//! list (`segments.rs`), in ticket order, and the server (the role holder,
+//! `serving.rs`) walks the cells with the list's cursor.
+//!
+//! - **Park**: claim a ticket, write the units and the waker into its cell,
+//!   publish it (`EMPTY → WAITING`, one CAS), then join in the state word. A
+//!   parker whose cell the server broke meanwhile (`EMPTY → BROKEN`) has not
+//!   arrived: it lets go of that ticket and claims another.
+//! - **Cancel**: the cell's phase `WAITING → CANCELLED` (one CAS), then the
+//!   ticket goes back to the list, counted as cancelled (the cancel that
+//!   completes a segment removes it): nothing for a server to unlink or free.
+//! - **Serve**: at the cursor, skip what is done (cancelled, broken, resolved by
+//!   a close or a sweep), grant the head while it fits, and stop at a head that
+//!   does not fit, at the end, or at a cell claimed but not published while no
+//!   unit is free. While units are free such a cell is broken instead: a
+//!   descheduled parker must not hold up the requests behind it.
+//!
+//! # Invariants
+//!
+//! 1. Arrival order is ticket order: a request's cell is published before it
+//!    joins, and only the cell at the cursor is granted (FIFO).
+//! 2. A cell leaves `EMPTY` once: published by its owner or broken by the
+//!    server, by CAS; a broken cell's owner never joined, so no arrival is lost.
+//! 3. A published cell leaves `WAITING` once (`wait_status.rs`); its ticket goes
+//!    back to the list once, after that: by the cancel that won (counted as
+//!    cancelled), or by the owner once it has read a final phase.
+//! 4. No lost wake-up: a server stops only at a head that does not fit, which
+//!    it re-reads with a read-modify-write (so a cancel of the head either is
+//!    seen, or sees the units the server saw free and serves), or at an
+//!    unpublished cell with no unit free (its owner joins after publishing, and
+//!    a release after that join serves).
+
+use core::pin::Pin;
+use core::task::Waker;
+
+use super::segments::{Cell, Segments, Ticket};
+use super::serving::{Role, Stop, Waiters};
+use super::state::{available, HeadTake, State, CLOSED, QUEUED};
+use super::wait_status::status;
+use super::wake_list::WakeList;
+use crate::loom::loom_const_fn;
+use crate::loom::sync::{AtomicUsize, Ordering};
+use crate::mechanism::Mechanism;
+
+pub(crate) struct WaitQueue {
+    /// The serving role, which guards the list's cursor.
+    pub(crate) role: Role,
+    /// The cells.
+    pub(crate) segments: Segments,
+    /// Published, unresolved requests, for diagnostics.
+    waiters: AtomicUsize,
+}
+
+/// What an acquire future holds of its parked request: its ticket.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    ticket: Option<Ticket>,
+}
+
+impl Slot {
+    #[inline]
+    pub(crate) const fn new(_units: usize) -> Slot {
+        Slot { ticket: None }
+    }
+
+    fn cell(&self) -> &Cell {
+        self.ticket.as_ref().expect("parked").cell()
+    }
+}
+
+impl WaitQueue {
+    loom_const_fn! {
+        pub(crate) fn new() -> WaitQueue {
+            WaitQueue {
+                role: Role::new(),
+                segments: Segments::new(),
+                waiters: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    /// Requests parked right now.
+    pub(crate) fn waiters(&self) -> usize {
+        self.waiters.load(Ordering::Relaxed)
+    }
+
+    /// Serves the queue now, or leaves it to the thread that is serving.
+    pub(crate) fn serve(&self, state: &State) {
+        self.role.serve(state, self);
+    }
+
+    /// Parks a request the fast path refused: publishes it in a cell, joins, and
+    /// asks for service if the join shows it could be resolved now. Returns its
+    /// phase (`WAITING` unless it was resolved meanwhile).
+    pub(crate) fn park(
+        &self,
+        state: &State,
+        slot: Pin<&mut Slot>,
+        units: usize,
+        waker: Waker,
+    ) -> usize {
+        let mut waker = Some(waker);
+        // Counted before it can be resolved, so the count never wraps.
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let ticket = loop {
+            let ticket = self.segments.claim();
+            let cell = ticket.cell();
+            // SAFETY: the cell is `EMPTY` and the ticket ours: nobody else
+            // touches its units or its waker until it is published.
+            cell.units.with_mut(|u| unsafe { *u = units });
+            // SAFETY: as above.
+            unsafe { cell.status.set_waker(waker.take()) };
+            // `Release`: the server's `Acquire` read of `WAITING` sees both.
+            if cell
+                .status
+                .word
+                .compare_exchange(
+                    status::EMPTY,
+                    status::WAITING,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                break ticket;
+            }
+            // Broken by a server: this arrival never happened. Take another.
+            // SAFETY: never published, so the cell is still ours.
+            waker = unsafe { cell.status.take_waker() };
+            self.segments.release(ticket);
+        };
+        // `Slot` is `Unpin`: the ticket names the cell, which never moves.
+        let slot = slot.get_mut();
+        let cell = slot.ticket.insert(ticket).cell();
+        let prev = state.join();
+        let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
+        let units_back =
+            prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
+        // A server may have granted the cell and cleared `QUEUED` before our
+        // join set it again: serve to clear it.
+        let resolved = cell.status.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
+        if closed || units_back || resolved {
+            self.serve(state);
+        }
+        cell.status.phase()
+    }
+
+    /// A re-poll of a parked request: its phase, with `waker` registered if it
+    /// is still waiting.
+    pub(crate) fn repoll(slot: &Slot, waker: &Waker) -> usize {
+        slot.cell().status.register(waker)
+    }
+
+    /// The owner has read its request's final phase: the ticket goes back.
+    pub(crate) fn finish(&self, slot: Pin<&mut Slot>) {
+        if let Some(ticket) = slot.get_mut().ticket.take() {
+            self.segments.release(ticket);
+        }
+    }
+
+    /// Gives up a parked request (its future is being dropped). Returns the
+    /// units of a grant it had not taken, for the caller to release.
+    pub(crate) fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
+        let ticket = slot.get_mut().ticket.take().expect("parked");
+        let cell = ticket.cell();
+        // SAFETY: written by this owner before it published; never again.
+        let units = unsafe { units_of(cell) };
+        match cell.status.cancel() {
+            status::WAITING => {
+                // SAFETY: our cancel won.
+                let waker = unsafe { cell.status.take_waker() };
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                self.segments.cancel(ticket);
+                // It may have been the head, blocking requests that fit in the
+                // free units (Go's canceled-waiter-at-the-front bug): then serve.
+                // With no unit free nobody behind it fits, and the next release
+                // serves. A server that stopped at this head read it with a
+                // read-modify-write: if that came first, this load sees the
+                // units it saw.
+                let now = state.load();
+                let units_free = available(now) > 0 || now & CLOSED != 0;
+                if units_free && Mechanism::CancelServes.on() {
+                    self.serve(state);
+                }
+                drop(waker); // user code, after all our work
+                0
+            }
+            phase => {
+                self.segments.release(ticket);
+                // A drain waiter (0 units) holds nothing to give back.
+                if phase == status::GRANTED && Mechanism::CancelReleasesGrant.on() {
+                    units
+                } else {
+                    0
+                }
+            }
+        }
+    }
+
+    /// Resolves `cell` with `outcome` (which took no units), and counts it out
+    /// and queues its waker if that won over a cancel. Returns whether it won.
+    fn resolve_untaken(&self, cell: &Cell, outcome: usize, wakers: &mut WakeList) -> bool {
+        match cell.status.resolve(outcome) {
+            Some(waker) => {
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                wakers.push(waker);
+                true
+            }
+            // The owner cancelled first; its cancel gives the ticket back.
+            None => false,
+        }
+    }
+
+    /// As [`resolve_untaken`](Self::resolve_untaken); a grant that lost to a
+    /// cancel gives back the units it took.
+    fn resolve(
+        &self,
+        state: &State,
+        cell: &Cell,
+        units: usize,
+        outcome: usize,
+        wakers: &mut WakeList,
+    ) {
+        let won = self.resolve_untaken(cell, outcome, wakers);
+        if !won && outcome == status::GRANTED && units != 0 && Mechanism::GrantGivesBack.on() {
+            state.give_back(units);
+        }
+    }
+
+    /// Breaks the unpublished cell at the cursor, so that the cursor can move
+    /// on; `false` if it was published meanwhile.
+    fn break_unpublished(cell: &Cell) -> bool {
+        cell.status
+            .word
+            .compare_exchange(
+                status::EMPTY,
+                status::BROKEN,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+}
+
+/// The units of a published cell.
+///
+/// # Safety
+/// The caller read the cell's phase with `Acquire` after it was published.
+unsafe fn units_of(cell: &Cell) -> usize {
+    // SAFETY: written before the `Release` publish, never again.
+    cell.units.with(|u| unsafe { *u })
+}
+
+impl Waiters for WaitQueue {
+    unsafe fn absorb(&self, _state: &State) {
+        // Nothing to take in: the cells are in ticket order already.
+    }
+
+    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
+        let mut done = true;
+        // SAFETY: the caller holds the role; no cell is kept.
+        unsafe {
+            self.segments.scan(|cell| {
+                // SAFETY: read with `Acquire`, published.
+                if cell.status.phase() == status::WAITING && units_of(cell) > capacity {
+                    if wakers.is_full() {
+                        done = false;
+                        return false;
+                    }
+                    self.resolve_untaken(cell, status::EXCEEDS, wakers);
+                }
+                true
+            });
+        }
+        done
+    }
+
+    unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
+        // Move the cursor past everything that can be answered now.
+        loop {
+            if wakers.is_full() {
+                return Stop::BatchFull;
+            }
+            // SAFETY: the caller holds the role.
+            let Some(cell) = (unsafe { self.segments.current() }) else {
+                return Stop::Empty;
+            };
+            match cell.status.phase() {
+                status::EMPTY if !Self::break_unpublished(cell) => continue,
+                status::WAITING => {
+                    // SAFETY: read with `Acquire`, published.
+                    let units = unsafe { units_of(cell) };
+                    if units != 0 {
+                        self.resolve_untaken(cell, status::CLOSED, wakers);
+                    } else if drained {
+                        // A drain waiter takes no units.
+                        self.resolve_untaken(cell, status::GRANTED, wakers);
+                    } else {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            // SAFETY: the caller holds the role; `cell` is not used again.
+            unsafe { self.segments.advance() };
+        }
+        // A drain waiter at the cursor waits for units: close the requests
+        // behind it, and keep `QUEUED` set for the release that brings the
+        // last unit back.
+        let mut full = false;
+        // SAFETY: the caller holds the role; no cell is kept.
+        unsafe {
+            self.segments.scan(|cell| {
+                // SAFETY: read with `Acquire`, published.
+                if cell.status.phase() == status::WAITING && units_of(cell) != 0 {
+                    if wakers.is_full() {
+                        full = true;
+                        return false;
+                    }
+                    self.resolve_untaken(cell, status::CLOSED, wakers);
+                }
+                true
+            });
+        }
+        if full {
+            Stop::BatchFull
+        } else if Mechanism::DrainKeepsQueued.on() {
+            Stop::HeadDoesNotFit
+        } else {
+            Stop::Empty
+        }
+    }
+
+    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
+        loop {
+            if wakers.is_full() {
+                return Stop::BatchFull;
+            }
+            // SAFETY: the caller holds the role.
+            let Some(cell) = (unsafe { self.segments.current() }) else {
+                return Stop::Empty;
+            };
+            match cell.status.phase() {
+                status::WAITING => {
+                    // SAFETY: read with `Acquire`, published.
+                    let units = unsafe { units_of(cell) };
+                    let outcome = if units > state.capacity() {
+                        status::EXCEEDS
+                    } else {
+                        match state.take_for_head(units) {
+                            HeadTake::Taken => status::GRANTED,
+                            HeadTake::Closed => status::CLOSED,
+                            HeadTake::DoesNotFit => {
+                                // Stop, unless it was cancelled: a read-modify-
+                                // write, so that a cancel ordered after it sees
+                                // the state this pass saw (invariant 4).
+                                let now = if Mechanism::StopRereadsHead.on() {
+                                    cell.status.word.fetch_add(0, Ordering::AcqRel)
+                                } else {
+                                    cell.status.word.load(Ordering::Acquire)
+                                };
+                                if now & status::PHASE == status::WAITING {
+                                    return Stop::HeadDoesNotFit;
+                                }
+                                continue;
+                            }
+                        }
+                    };
+                    self.resolve(state, cell, units, outcome, wakers);
+                }
+                status::EMPTY => {
+                    let now = state.load();
+                    let stuck = available(now) == 0 && now & CLOSED == 0;
+                    if stuck || !Mechanism::BreakUnpublished.on() {
+                        // Its owner joins after publishing, and a release after
+                        // that serves.
+                        return Stop::HeadDoesNotFit;
+                    }
+                    if !Self::break_unpublished(cell) {
+                        continue; // published meanwhile
+                    }
+                }
+                // Cancelled, broken, or resolved by a close or a sweep.
+                _ => {}
+            }
+            // SAFETY: the caller holds the role; `cell` is not used again.
+            unsafe { self.segments.advance() };
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The serving role, and the pass its holder makes: what both wait queues share
+//! (the cells of `cell_queue.rs` with `alloc`, the inline nodes of `queue.rs`
+//! without).
+//!
+//! - **The role** (`word`): `LOCKED | PENDING`. Whoever finds it free takes it and
+//!   serves; whoever finds it taken sets `PENDING` and leaves, and the holder serves
+//!   again before it lets go. Nobody ever waits for the role.
+//! - **A pass**: the queue takes in what arrived, the server settles what shrinks
+//!   and forgets posted, sweeps for requests the capacity no longer fits if it was
+//!   lowered, then closes every request (after a close) or grants from the head;
+//!   and clears `QUEUED` (and `RETIRING`) once nothing is left, unless a parker
+//!   joined meanwhile.
+//!
+//! # Invariants
+//!
+//! 1. Only the role holder runs a pass, and touches [`Server`].
+//! 2. When the role is free and `PENDING` clear, every joined, unresolved request
+//!    waits behind a head that does not fit, with `QUEUED` set so that every
+//!    release serves again.
+//! 3. No user code runs in the role: wakers are collected in a [`WakeList`] and
+//!    woken after it is released.
+
+use super::state::{available, State, CLOSED, QUEUED, RETIRING};
+use super::wake_list::WakeList;
+use crate::loom::loom_const_fn;
+use crate::loom::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
+use crate::mechanism::Mechanism;
+
+/// `word` bit: a thread is serving.
+const LOCKED: usize = 1;
+/// `word` bit: someone asked for service while the role was held.
+const PENDING: usize = 1 << 1;
+
+/// Where a walk of the waiting requests stopped.
+pub(crate) enum Stop {
+    /// The wake batch is full: release the role, wake, and go again.
+    BatchFull,
+    /// The head does not fit (or, after a close, drain waiters wait for units):
+    /// nothing more to do until units come back.
+    HeadDoesNotFit,
+    /// Nobody is waiting.
+    Empty,
+}
+
+/// What a queue does in a pass; the role decides when.
+pub(crate) trait Waiters {
+    /// Takes in what arrived since the last pass.
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn absorb(&self, state: &State);
+
+    /// Fails with `EXCEEDS` every waiting request for more than `capacity`.
+    /// Returns `false` if the wake batch filled first.
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool;
+
+    /// After a close: fails every request with `CLOSED`, and grants the drain
+    /// waiters (requests of 0 units) if `drained`, else leaves them waiting.
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop;
+
+    /// Grants from the head while it fits; a head that asks for more than the
+    /// capacity fails with `EXCEEDS`.
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop;
+}
+
+/// The role word and what it guards.
+pub(crate) struct Role {
+    word: AtomicUsize,
+    /// Units a shrink posted for retirement, not yet taken by the server.
+    retire_posted: AtomicUsize,
+    /// Units of forgotten permits that were owed to a retirement (held above the
+    /// capacity in force): they settle that much of the debt.
+    settle_posted: AtomicUsize,
+    /// The capacity was lowered since the server last swept for requests that
+    /// no longer fit.
+    lowered: AtomicBool,
+    /// # Safety
+    /// The role holder's only.
+    server: UnsafeCell<Server>,
+    /// Times a call to `serve` took the role: the unit tests check that no
+    /// operation serves when it need not (`semaphore/serving_tests.rs`).
+    #[cfg(test)]
+    roles_taken: core::sync::atomic::AtomicUsize,
+}
+
+/// What only the serving thread touches.
+struct Server {
+    /// Units to retire before any grant: posted by shrinks, paid by taking free
+    /// units (now, or as releases bring them back), or settled by forgotten
+    /// permits.
+    debt: usize,
+    /// A sweep for requests that no longer fit is due (it stopped at a full wake
+    /// batch, or the capacity was lowered).
+    sweep: bool,
+}
+
+// SAFETY: `server` is touched only by the role holder, one thread at a time
+// (invariant 1), handed over by the `AcqRel` role word; the rest is atomics.
+unsafe impl Send for Role {}
+// SAFETY: as above.
+unsafe impl Sync for Role {}
+
+impl Role {
+    loom_const_fn! {
+        pub(crate) fn new() -> Role {
+            Role {
+                word: AtomicUsize::new(0),
+                retire_posted: AtomicUsize::new(0),
+                settle_posted: AtomicUsize::new(0),
+                lowered: AtomicBool::new(false),
+                server: UnsafeCell::new(Server {
+                    debt: 0,
+                    sweep: false,
+                }),
+                #[cfg(test)]
+                roles_taken: core::sync::atomic::AtomicUsize::new(0),
+            }
+        }
+    }
+
+    /// Times a call to `serve` took the role, in a test build.
+    #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+    pub(crate) fn roles_taken(&self) -> usize {
+        self.roles_taken.load(Ordering::Relaxed)
+    }
+
+    /// Whether nobody is serving: a hint.
+    #[cfg(not(feature = "alloc"))]
+    pub(crate) fn is_free(&self) -> bool {
+        self.word.load(Ordering::Relaxed) == 0
+    }
+
+    /// A shrink posts `units` for the server to retire; the caller then sets
+    /// `RETIRING` and asks for service.
+    pub(crate) fn post_retirement(&self, units: usize) {
+        self.retire_posted.fetch_add(units, Ordering::AcqRel);
+        self.lowered.store(true, Ordering::Release);
+    }
+
+    /// A forget that lowered the capacity posts it (so the server sweeps), with
+    /// the units it forgot beyond the capacity: those were owed to a retirement,
+    /// and settle it. The caller then asks for service.
+    pub(crate) fn post_forget(&self, owed: usize) {
+        if owed != 0 {
+            self.settle_posted.fetch_add(owed, Ordering::AcqRel);
+        }
+        self.lowered.store(true, Ordering::Release);
+    }
+
+    /// Serves `waiters` now, or leaves it to the thread that is serving. Never
+    /// waits: at worst one CAS on the role word and return.
+    pub(crate) fn serve(&self, state: &State, waiters: &impl Waiters) {
+        if self.take() {
+            #[cfg(test)]
+            self.roles_taken.fetch_add(1, Ordering::Relaxed);
+            self.serve_and_release(state, waiters);
+        }
+    }
+
+    /// Takes the role if it is free; if it is held, sets `PENDING` for the holder.
+    /// Returns whether the role was taken.
+    ///
+    /// It always writes, even when `PENDING` is already set: as a read-modify-write
+    /// it is ordered against the holder's releasing `swap`, which either reads it
+    /// (and with it everything this thread did before, `AcqRel`) or comes first, in
+    /// which case this CAS finds the role free. A plain load there would let the two
+    /// miss each other (a store-buffering race loom found in the first design).
+    pub(crate) fn take(&self) -> bool {
+        let mut role = self.word.load(Ordering::Relaxed);
+        loop {
+            if role & PENDING != 0 && !Mechanism::RoleAlwaysWrites.on() {
+                return false;
+            }
+            let next = if role == 0 { LOCKED } else { role | PENDING };
+            match self
+                .word
+                .compare_exchange_weak(role, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return role == 0,
+                Err(actual) => role = actual,
+            }
+        }
+    }
+
+    /// With the role held: serves, releases the role, wakes, and goes again while a
+    /// wake batch was full or someone asked for service meanwhile.
+    pub(crate) fn serve_and_release(&self, state: &State, waiters: &impl Waiters) {
+        loop {
+            let mut wakers = WakeList::new();
+            // SAFETY: we hold the role.
+            let more = unsafe { self.pass(state, waiters, &mut wakers) };
+            let asked = self.word.swap(0, Ordering::AcqRel) & PENDING != 0;
+            wakers.wake_all();
+            if !(more || asked) || !self.take() {
+                return;
+            }
+        }
+    }
+
+    /// One pass: take in the arrivals, settle the retirement, sweep, then close
+    /// or grant, and clear `QUEUED` if nobody is left and nobody joined
+    /// meanwhile. Returns whether to go again at once (the wake batch filled).
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn pass(&self, state: &State, waiters: &impl Waiters, wakers: &mut WakeList) -> bool {
+        // SAFETY: the caller holds the role, which guards the server's state
+        // and the queue's (`Waiters`).
+        self.server.with_mut(|server| unsafe {
+            let server = &mut *server;
+            loop {
+                state.clear_arrived();
+                waiters.absorb(state);
+                self.settle(state, server);
+                if self.lowered.swap(false, Ordering::AcqRel) {
+                    server.sweep = true;
+                }
+                if server.sweep {
+                    if !waiters.sweep_oversize(state.capacity(), wakers) {
+                        // The wake batch filled: wake it, and sweep on next pass.
+                        return true;
+                    }
+                    server.sweep = false;
+                }
+                let stop = if state.load() & CLOSED != 0 {
+                    let drained = server.debt == 0 && available(state.load()) == state.capacity();
+                    waiters.close(state, drained, wakers)
+                } else if server.debt > 0 && Mechanism::DebtBeforeGrants.on() {
+                    // No grant while units are owed to the retirement: the free
+                    // ones went to it, and a release racing this pass asked for
+                    // service, so the next pass pays with its units first.
+                    Stop::HeadDoesNotFit
+                } else {
+                    waiters.grant_from_head(state, wakers)
+                };
+                let mut flags = if server.debt == 0 { RETIRING } else { 0 };
+                match stop {
+                    Stop::BatchFull => return true,
+                    Stop::HeadDoesNotFit => {}
+                    Stop::Empty => flags |= QUEUED,
+                }
+                if flags == 0 || state.try_clear(flags) {
+                    return false;
+                }
+                // A parker joined or a shrink posted since we looked: look again.
+            }
+        })
+    }
+
+    /// Takes what shrinks and forgets posted into the debt and pays it from the
+    /// free units. Units settled by a forget after this server (or an earlier one)
+    /// already retired some for them come back: the debt never goes below zero.
+    fn settle(&self, state: &State, server: &mut Server) {
+        server.debt += self.retire_posted.swap(0, Ordering::AcqRel);
+        let settled = self.settle_posted.swap(0, Ordering::AcqRel);
+        if settled > server.debt {
+            // Retired for a debt a forget has since covered: give them back.
+            state.give_back(settled - server.debt);
+            server.debt = 0;
+        } else {
+            server.debt -= settled;
+        }
+        server.debt -= state.retire(server.debt);
+    }
+}

@@ -1,0 +1,240 @@
+//! A parked request's status word and waker: who resolves the request, and who
+//! may touch its waker. Shared by the two homes a parked request has: a cell of
+//! the segment list (with `alloc`, `cell_queue.rs`) and an inline node (without,
+//! `waiter.rs`).
+//!
+//! # The word
+//!
+//! ```text
+//!  bit 4        bit 3          bits 2..0
+//! [QUEUE_REF] [REGISTERING] [ phase ]
+//! ```
+//!
+//! The phase leaves `WAITING` exactly once, by one CAS, and whoever wins it
+//! resolves the request: the server (`GRANTED` after taking the units, `CLOSED`,
+//! `EXCEEDS` when the capacity fell below the request) or the owner
+//! (`CANCELLED`). The loser has a duty: a server that lost to a cancel gives its
+//! units back; an owner that lost to a grant releases the units it will never
+//! take. A request of 0 units is a drain waiter: the server grants it, taking
+//! nothing, once the semaphore is closed and every unit is back.
+//!
+//! A cell has two phases before `WAITING`: `EMPTY` (its ticket is taken, or not
+//! yet, and the request is not published) and `BROKEN` (the server passed an
+//! unpublished cell; its owner takes another ticket). `QUEUE_REF` is the inline
+//! node's (`waiter.rs`).
+//!
+//! `REGISTERING` is the owner's claim on the waker cell while it swaps in a new
+//! waker (a re-poll). A server that resolves the request while it is set leaves
+//! the cell alone and keeps the bit; the owner, whose CAS back then fails, sees
+//! the phase and needs no wake-up. So neither side waits for the other (the
+//! futures crate's `AtomicWaker`, folded into the phase word).
+//!
+//! # Who touches the waker
+//!
+//! The owner before the request is published; then whoever holds `REGISTERING`
+//! (the owner) or won the phase CAS (the server, or the owner by its cancel).
+
+use core::task::Waker;
+
+use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::mechanism::Mechanism;
+
+/// Values and bits of the status word.
+pub(crate) mod status {
+    /// Published: waiting for units.
+    pub(crate) const WAITING: usize = 0;
+    /// The server took the units for it; its owner now owns them.
+    pub(crate) const GRANTED: usize = 1;
+    /// The server resolved it because the semaphore closed.
+    pub(crate) const CLOSED: usize = 2;
+    /// The owner gave up (its future was dropped while waiting).
+    pub(crate) const CANCELLED: usize = 3;
+    /// The server resolved it because the capacity fell below its request.
+    pub(crate) const EXCEEDS: usize = 4;
+    /// A cell not published yet (as a segment is born).
+    #[cfg(feature = "alloc")]
+    pub(crate) const EMPTY: usize = 5;
+    /// A cell the server passed before it was published.
+    #[cfg(feature = "alloc")]
+    pub(crate) const BROKEN: usize = 6;
+    /// Mask of the phase.
+    pub(crate) const PHASE: usize = 7;
+    /// The owner is swapping the waker.
+    pub(crate) const REGISTERING: usize = 1 << 3;
+    /// Without `alloc`: the queue still refers to the node.
+    #[cfg(not(feature = "alloc"))]
+    pub(crate) const QUEUE_REF: usize = 1 << 4;
+}
+
+/// A status word and the waker it guards.
+pub(crate) struct WaitStatus {
+    /// Phase and flags; see the module docs.
+    pub(crate) word: AtomicUsize,
+    /// # Safety
+    /// See the module docs, "Who touches the waker".
+    waker: UnsafeCell<Option<Waker>>,
+}
+
+impl core::fmt::Debug for WaitStatus {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WaitStatus")
+            .field("word", &self.word.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl WaitStatus {
+    pub(crate) fn new(word: usize) -> WaitStatus {
+        WaitStatus {
+            word: AtomicUsize::new(word),
+            waker: UnsafeCell::new(None),
+        }
+    }
+
+    /// Stores the first waker, before the request is published.
+    ///
+    /// # Safety
+    /// The caller is the owner and the request is not published.
+    pub(crate) unsafe fn set_waker(&self, waker: Option<Waker>) {
+        // SAFETY: the caller's contract: nobody else touches the cell yet.
+        self.waker.with_mut(|w| unsafe { *w = waker });
+    }
+
+    /// The phase, with `Acquire`: once it reads `GRANTED`, the owner sees the units
+    /// handed over (the server's take and everything before it).
+    #[inline]
+    pub(crate) fn phase(&self) -> usize {
+        self.word.load(Ordering::Acquire) & status::PHASE
+    }
+
+    /// The owner's re-poll: swaps in `waker` unless the request was resolved, then
+    /// returns the phase. A `WAITING` result means `waker` will be woken on
+    /// resolution; any other is final.
+    ///
+    /// The clone is made before `REGISTERING` is taken (a waker clone is user code
+    /// and may panic), and the waker it replaces is dropped after it is released.
+    pub(crate) fn register(&self, waker: &Waker) -> usize {
+        // `Acquire` on every read that may return a final phase (see `phase`).
+        let phase = self.phase();
+        if phase != status::WAITING {
+            return phase;
+        }
+        let new = waker.clone();
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            if current & status::PHASE != status::WAITING {
+                return current & status::PHASE;
+            }
+            match self.word.compare_exchange_weak(
+                current,
+                current | status::REGISTERING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => current = actual,
+            }
+        }
+        // SAFETY: `REGISTERING` is ours and the phase was `WAITING`: a server that
+        // resolves the request now keeps off the cell (module docs).
+        // Always the swap: the clone is made already, so keeping an equivalent
+        // old waker (`will_wake`) would save nothing.
+        let unused = self.waker.with_mut(|w| unsafe { (*w).replace(new) });
+        let registered = current | status::REGISTERING;
+        let phase = match self.word.compare_exchange(
+            registered,
+            current,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => status::WAITING,
+            Err(resolved) => {
+                // Resolved while we held the cell: the server left the waker to us
+                // and woke nobody; the phase is our answer.
+                // SAFETY: the server did not touch the cell (it saw REGISTERING),
+                // and nobody else registers.
+                let mine = self.waker.with_mut(|w| unsafe { (*w).take() });
+                self.word.fetch_and(!status::REGISTERING, Ordering::Relaxed);
+                drop(mine);
+                if !Mechanism::Registering.on() {
+                    return status::WAITING;
+                }
+                resolved & status::PHASE
+            }
+        };
+        drop(unused);
+        phase
+    }
+
+    /// Server only: moves the phase from `WAITING` to `to` (`GRANTED`, `CLOSED`
+    /// or `EXCEEDS`). `None` if the owner cancelled first; otherwise the waker to
+    /// wake, which is `None` if the owner was registering (it sees the phase
+    /// itself).
+    ///
+    /// `AcqRel`: `Release` hands the taken units to the owner's `Acquire` load of
+    /// the phase; `Acquire` reads the owner's last waker store, published by its
+    /// `Release` CAS out of `REGISTERING`.
+    pub(crate) fn resolve(&self, to: usize) -> Option<Option<Waker>> {
+        debug_assert!(matches!(
+            to,
+            status::GRANTED | status::CLOSED | status::EXCEEDS
+        ));
+        if !Mechanism::PhaseCas.on() {
+            self.word.store(to, Ordering::Release);
+            // SAFETY: none: this is the negative control the loom models must catch.
+            return Some(self.waker.with_mut(|w| unsafe { (*w).take() }));
+        }
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            if current & status::PHASE != status::WAITING {
+                return None;
+            }
+            match self.word.compare_exchange_weak(
+                current,
+                current | to,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) if current & status::REGISTERING != 0 => return Some(None),
+                // SAFETY: the phase is no longer `WAITING` and `REGISTERING` was
+                // clear, so the owner can no longer claim the cell: it is ours.
+                Ok(_) => return Some(self.waker.with_mut(|w| unsafe { (*w).take() })),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// The owner's cancel: moves the phase from `WAITING` to `CANCELLED`. Returns
+    /// the phase it found; `WAITING` means the cancel won, and the owner now owns
+    /// the waker cell.
+    pub(crate) fn cancel(&self) -> usize {
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            if current & status::PHASE != status::WAITING {
+                return current & status::PHASE;
+            }
+            match self.word.compare_exchange_weak(
+                current,
+                current | status::CANCELLED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return status::WAITING,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// The owner takes its waker back: after its cancel won, to drop it outside
+    /// any server work, or from a cell the server broke before it was published.
+    ///
+    /// # Safety
+    /// [`cancel`](Self::cancel) returned `WAITING` to this caller, or the caller
+    /// owns the unpublished cell.
+    pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
+        // SAFETY: the phase is `CANCELLED` (or the request was never published),
+        // so the server's resolve fails and never touches the cell; the owner is
+        // the only other party.
+        self.waker.with_mut(|w| unsafe { (*w).take() })
+    }
+}
