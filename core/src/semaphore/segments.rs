@@ -625,12 +625,9 @@ impl Segments {
             }
         };
         // Whoever wins puts `head`'s segment in `tail`.
-        let _ = self.tail.compare_exchange(
-            Word::bits(0),
-            first,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        let _ =
+            self.tail
+                .compare_exchange(Word::bits(0), first, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Claims the next ticket.
