@@ -34,8 +34,8 @@ use core::pin::Pin;
 use core::task::Waker;
 
 use super::segments::{Cell, Segments, Ticket};
-use super::serving::{Role, Stop, Waiters};
-use super::state::{available, HeadTake, State, CLOSED, QUEUED};
+use super::serving::{join_needs_service, Role, Stop, Waiters};
+use super::state::{available, HeadTake, State, CLOSED};
 use super::wait_status::status;
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
@@ -133,13 +133,7 @@ impl WaitQueue {
         let slot = slot.get_mut();
         let cell = slot.ticket.insert(ticket).cell();
         let prev = state.join();
-        let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
-        let units_back =
-            prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
-        // A server may have granted the cell and cleared `QUEUED` before our
-        // join set it again: serve to clear it.
-        let resolved = cell.status.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
-        if closed || units_back || resolved {
+        if join_needs_service(prev, units, cell.status.phase() != status::WAITING) {
             self.serve(state);
         }
         cell.status.phase()
@@ -227,6 +221,49 @@ impl WaitQueue {
         }
     }
 
+    /// The cell at the cursor, or why a walk stops there: a full wake batch,
+    /// or nothing left.
+    ///
+    /// # Safety
+    /// The caller holds the role, and keeps the cell only until it advances.
+    unsafe fn at_cursor(&self, wakers: &WakeList) -> Result<&Cell, Stop> {
+        if wakers.is_full() {
+            return Err(Stop::BatchFull);
+        }
+        // SAFETY: the caller's.
+        unsafe { self.segments.current() }.ok_or(Stop::Empty)
+    }
+
+    /// Resolves with `outcome` (which takes no units) every waiting request from
+    /// the cursor on whose units `matches`. Returns `false` if the wake batch
+    /// filled first.
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn resolve_every(
+        &self,
+        outcome: usize,
+        wakers: &mut WakeList,
+        matches: impl Fn(usize) -> bool,
+    ) -> bool {
+        let mut done = true;
+        // SAFETY: the caller's role; no cell is kept.
+        unsafe {
+            self.segments.scan(|cell| {
+                // SAFETY: read with `Acquire`, published.
+                if cell.status.phase() == status::WAITING && matches(units_of(cell)) {
+                    if wakers.is_full() {
+                        done = false;
+                        return false;
+                    }
+                    self.resolve_untaken(cell, outcome, wakers);
+                }
+                true
+            });
+        }
+        done
+    }
+
     /// Breaks the unpublished cell at the cursor, so that the cursor can move
     /// on; `false` if it was published meanwhile.
     fn break_unpublished(cell: &Cell) -> bool {
@@ -257,33 +294,17 @@ impl Waiters for WaitQueue {
     }
 
     unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
-        let mut done = true;
-        // SAFETY: the caller holds the role; no cell is kept.
-        unsafe {
-            self.segments.scan(|cell| {
-                // SAFETY: read with `Acquire`, published.
-                if cell.status.phase() == status::WAITING && units_of(cell) > capacity {
-                    if wakers.is_full() {
-                        done = false;
-                        return false;
-                    }
-                    self.resolve_untaken(cell, status::EXCEEDS, wakers);
-                }
-                true
-            });
-        }
-        done
+        // SAFETY: the caller holds the role.
+        unsafe { self.resolve_every(status::EXCEEDS, wakers, |units| units > capacity) }
     }
 
     unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
         // Move the cursor past everything that can be answered now.
         loop {
-            if wakers.is_full() {
-                return Stop::BatchFull;
-            }
             // SAFETY: the caller holds the role.
-            let Some(cell) = (unsafe { self.segments.current() }) else {
-                return Stop::Empty;
+            let cell = match unsafe { self.at_cursor(wakers) } {
+                Ok(cell) => cell,
+                Err(stop) => return stop,
             };
             match cell.status.phase() {
                 status::EMPTY if !Self::break_unpublished(cell) => continue,
@@ -307,22 +328,8 @@ impl Waiters for WaitQueue {
         // A drain waiter at the cursor waits for units: close the requests
         // behind it, and keep `QUEUED` set for the release that brings the
         // last unit back.
-        let mut full = false;
-        // SAFETY: the caller holds the role; no cell is kept.
-        unsafe {
-            self.segments.scan(|cell| {
-                // SAFETY: read with `Acquire`, published.
-                if cell.status.phase() == status::WAITING && units_of(cell) != 0 {
-                    if wakers.is_full() {
-                        full = true;
-                        return false;
-                    }
-                    self.resolve_untaken(cell, status::CLOSED, wakers);
-                }
-                true
-            });
-        }
-        if full {
+        // SAFETY: the caller holds the role.
+        if !unsafe { self.resolve_every(status::CLOSED, wakers, |units| units != 0) } {
             Stop::BatchFull
         } else if Mechanism::DrainKeepsQueued.on() {
             Stop::HeadDoesNotFit
@@ -333,12 +340,10 @@ impl Waiters for WaitQueue {
 
     unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
         loop {
-            if wakers.is_full() {
-                return Stop::BatchFull;
-            }
             // SAFETY: the caller holds the role.
-            let Some(cell) = (unsafe { self.segments.current() }) else {
-                return Stop::Empty;
+            let cell = match unsafe { self.at_cursor(wakers) } {
+                Ok(cell) => cell,
+                Err(stop) => return stop,
             };
             match cell.status.phase() {
                 status::WAITING => {

@@ -32,8 +32,8 @@ use core::pin::Pin;
 use core::ptr::{self, NonNull};
 use core::task::Waker;
 
-use super::serving::{Role, Stop, Waiters};
-use super::state::{available, HeadTake, State, CLOSED, QUEUED};
+use super::serving::{join_needs_service, Role, Stop, Waiters};
+use super::state::{available, HeadTake, State, CLOSED};
 use super::wait_status::status;
 use super::waiter::{release_queue_ref, Links, NodeSlot, Place, StackLink, Waiter};
 use super::wake_list::WakeList;
@@ -450,17 +450,12 @@ impl WaitQueue {
         let node = unsafe { share.as_ref() };
         self.push_arrival(share);
         let prev = state.join();
-        let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
-        let units_back =
-            prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
-        // A server may have taken the node from the arrivals, granted it and
-        // cleared `QUEUED` before our join set it again: serve to clear it.
-        let resolved = node.phase() != status::WAITING && Mechanism::JoinServesResolved.on();
+        let resolved = node.phase() != status::WAITING;
+        let needed = join_needs_service(prev, units, resolved);
         // Cancelled nodes wait on their stack for a server; with no unit coming
         // back (a stuck holder, callers timing out) parkers are the only ones left
         // to serve, so one that finds the role free lets them go.
-        let reclaim = self.reclaim_due();
-        if closed || units_back || resolved || reclaim {
+        if needed || self.reclaim_due() {
             self.serve(state);
         }
         node.phase()

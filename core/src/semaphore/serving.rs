@@ -42,6 +42,18 @@ pub(crate) enum Stop {
     Empty,
 }
 
+/// Whether a parker's join, which read the state word `prev`, must ask for
+/// service: it found the semaphore closed, or nobody queued and its `units`
+/// free (they came back between the refused fast path and the join, and that
+/// release served nobody), or its request `resolved` already (a server granted
+/// it and may have cleared `QUEUED`, which the join then set again over nobody).
+pub(crate) fn join_needs_service(prev: usize, units: usize, resolved: bool) -> bool {
+    let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
+    let units_back =
+        prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
+    closed || units_back || (resolved && Mechanism::JoinServesResolved.on())
+}
+
 /// What a queue does in a pass; the role decides when.
 pub(crate) trait Waiters {
     /// Takes in what arrived since the last pass.

@@ -120,21 +120,10 @@ impl WaitStatus {
             return phase;
         }
         let new = waker.clone();
-        let mut current = self.word.load(Ordering::Acquire);
-        loop {
-            if current & status::PHASE != status::WAITING {
-                return current & status::PHASE;
-            }
-            match self.word.compare_exchange_weak(
-                current,
-                current | status::REGISTERING,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(actual) => current = actual,
-            }
-        }
+        let current = match self.set_while_waiting(status::REGISTERING, Ordering::Acquire) {
+            Ok(before) => before,
+            Err(phase) => return phase,
+        };
         // SAFETY: `REGISTERING` is ours and the phase was `WAITING`: a server that
         // resolves the request now keeps off the cell (module docs).
         // Always the swap: the clone is made already, so keeping an equivalent
@@ -184,23 +173,12 @@ impl WaitStatus {
             // SAFETY: none: this is the negative control the loom models must catch.
             return Some(self.waker.with_mut(|w| unsafe { (*w).take() }));
         }
-        let mut current = self.word.load(Ordering::Acquire);
-        loop {
-            if current & status::PHASE != status::WAITING {
-                return None;
-            }
-            match self.word.compare_exchange_weak(
-                current,
-                current | to,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) if current & status::REGISTERING != 0 => return Some(None),
-                // SAFETY: the phase is no longer `WAITING` and `REGISTERING` was
-                // clear, so the owner can no longer claim the cell: it is ours.
-                Ok(_) => return Some(self.waker.with_mut(|w| unsafe { (*w).take() })),
-                Err(actual) => current = actual,
-            }
+        match self.set_while_waiting(to, Ordering::AcqRel) {
+            Err(_) => None,
+            Ok(before) if before & status::REGISTERING != 0 => Some(None),
+            // SAFETY: the phase is no longer `WAITING` and `REGISTERING` was
+            // clear, so the owner can no longer claim the cell: it is ours.
+            Ok(_) => Some(self.waker.with_mut(|w| unsafe { (*w).take() })),
         }
     }
 
@@ -208,18 +186,28 @@ impl WaitStatus {
     /// the phase it found; `WAITING` means the cancel won, and the owner now owns
     /// the waker cell.
     pub(crate) fn cancel(&self) -> usize {
+        match self.set_while_waiting(status::CANCELLED, Ordering::AcqRel) {
+            Ok(_) => status::WAITING,
+            Err(phase) => phase,
+        }
+    }
+
+    /// Sets `bits` by a CAS while the phase is `WAITING` (with `success` as the
+    /// CAS's ordering): `Ok` with the word before, or `Err` with the phase found.
+    /// Every read is `Acquire` (see `phase`).
+    fn set_while_waiting(&self, bits: usize, success: Ordering) -> Result<usize, usize> {
         let mut current = self.word.load(Ordering::Acquire);
         loop {
             if current & status::PHASE != status::WAITING {
-                return current & status::PHASE;
+                return Err(current & status::PHASE);
             }
             match self.word.compare_exchange_weak(
                 current,
-                current | status::CANCELLED,
-                Ordering::AcqRel,
+                current | bits,
+                success,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return status::WAITING,
+                Ok(_) => return Ok(current),
                 Err(actual) => current = actual,
             }
         }
