@@ -80,14 +80,13 @@ impl Request {
                     unsafe { Pin::new_unchecked(&mut *this) }.refused(semaphore, refusal, cx)
                 }
             },
-            Phase::Parked => semaphore.repoll(&this.slot, this.units, cx.waker()),
+            Phase::Parked => {
+                // SAFETY: `this` came from a pin and is not moved.
+                unsafe { Pin::new_unchecked(&mut *this) }.repoll(semaphore, cx)
+            }
             Phase::Done => panic!("an acquire future polled after completion"),
         };
         if poll.is_ready() {
-            if this.phase == Phase::Parked {
-                // SAFETY: `slot` is structurally pinned: `this` came from a pin.
-                semaphore.finish(unsafe { Pin::new_unchecked(&mut this.slot) });
-            }
             this.phase = Phase::Done;
         }
         poll
@@ -114,9 +113,42 @@ impl Request {
                 // SAFETY: `slot` is structurally pinned: `this` came from a pin.
                 let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
                 this.phase = Phase::Parked;
-                semaphore.outcome(semaphore.park(slot, this.units, waker), this.units)
+                let phase = semaphore.park(slot, this.units, waker);
+                // SAFETY: as above.
+                unsafe { Pin::new_unchecked(this) }.seen(semaphore, phase)
             }
         }
+    }
+
+    /// A re-poll of a parked request.
+    #[inline(never)]
+    fn repoll(
+        self: Pin<&mut Self>,
+        semaphore: &Semaphore,
+        cx: &Context<'_>,
+    ) -> Poll<Result<(), AcquireError>> {
+        // SAFETY: as in `poll`.
+        let this = unsafe { self.get_unchecked_mut() };
+        let phase = semaphore.repoll(&this.slot, cx.waker());
+        // SAFETY: `this` came from a pin and is not moved.
+        unsafe { Pin::new_unchecked(this) }.seen(semaphore, phase)
+    }
+
+    /// The owner has read `phase`: its outcome, and once it is final the
+    /// request lets go of its place in the queue.
+    fn seen(
+        self: Pin<&mut Self>,
+        semaphore: &Semaphore,
+        phase: usize,
+    ) -> Poll<Result<(), AcquireError>> {
+        // SAFETY: as in `poll`.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = semaphore.outcome(phase, this.units);
+        if outcome.is_ready() {
+            // SAFETY: `slot` is structurally pinned: `this` came from a pin.
+            semaphore.finish(unsafe { Pin::new_unchecked(&mut this.slot) });
+        }
+        outcome
     }
 
     /// Called from the future's `Drop`: gives back whatever the request holds.

@@ -424,15 +424,10 @@ impl Semaphore {
         }
     }
 
-    /// A re-poll of a parked request.
+    /// A re-poll of a parked request: its phase.
     #[inline]
-    pub(crate) fn repoll(
-        &self,
-        slot: &Slot,
-        units: usize,
-        waker: &Waker,
-    ) -> Poll<Result<(), AcquireError>> {
-        self.outcome(WaitQueue::repoll(slot, waker), units)
+    pub(crate) fn repoll(&self, slot: &Slot, waker: &Waker) -> usize {
+        WaitQueue::repoll(slot, waker)
     }
 
     /// Whether every unit is back: available equals the capacity and nothing is

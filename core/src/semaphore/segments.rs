@@ -515,20 +515,32 @@ impl Segment {
 }
 
 /// A claimed ticket: its cell, kept alive until [`Segments::release`] or
-/// [`Segments::cancel`] takes the ticket.
+/// [`Segments::cancel`] takes the ticket. One word, so that an acquire future
+/// stays small: the segment's address with the cell's index in the low bits its
+/// alignment leaves free.
 #[derive(Debug)]
-pub(crate) struct Ticket {
-    segment: NonNull<Segment>,
-    index: usize,
-}
+pub(crate) struct Ticket(NonNull<Segment>);
 
 impl Ticket {
+    fn new(segment: NonNull<Segment>, index: usize) -> Ticket {
+        debug_assert!(index < CELLS);
+        // SAFETY: the address only grows by less than the alignment: not null.
+        Ticket(unsafe { NonNull::new_unchecked(segment.as_ptr().map_addr(|a| a | index)) })
+    }
+
+    /// The ticket's segment.
+    fn segment(&self) -> NonNull<Segment> {
+        // SAFETY: a segment's address, which is not null.
+        unsafe { NonNull::new_unchecked(self.0.as_ptr().map_addr(|a| a & !COUNT)) }
+    }
+
     /// The ticket's cell.
     pub(crate) fn cell(&self) -> &Cell {
+        let index = self.0.as_ptr().addr() & COUNT;
         // SAFETY: the ticket's reference keeps its segment alive while `self`
         // exists (it is let go only by `Segments::release` or `Segments::cancel`,
         // which take `self`).
-        unsafe { &self.segment.as_ref().live().cells[self.index] }
+        unsafe { &self.segment().as_ref().live().cells[index] }
     }
 }
 
@@ -653,10 +665,7 @@ impl Segments {
             ) {
                 Ok(_) if count < CELLS => {
                     // The ticket's reference was counted at the segment's birth.
-                    return Ticket {
-                        segment,
-                        index: count,
-                    };
+                    return Ticket::new(segment, count);
                 }
                 Ok(_) => {
                     // A helper, holding a reference counted in `tail`.
@@ -737,7 +746,7 @@ impl Segments {
     pub(crate) fn release(&self, ticket: Ticket) {
         // SAFETY: the ticket's reference, counted at its segment's birth and let
         // go once: `ticket` is consumed.
-        unsafe { Segment::release(ticket.segment, 1) };
+        unsafe { Segment::release(ticket.segment(), 1) };
     }
 
     /// Lets go of a ticket whose cell was cancelled (the caller's protocol made
@@ -745,7 +754,7 @@ impl Segments {
     /// in one step, or, if every other cell of the segment is cancelled already,
     /// removes the segment from the list.
     pub(crate) fn cancel(&self, ticket: Ticket) {
-        let segment = ticket.segment;
+        let segment = ticket.segment();
         // SAFETY: the ticket's reference.
         let counts = &unsafe { segment.as_ref() }.live().refs;
         let mut word = counts.load(Ordering::Acquire);
