@@ -20,13 +20,13 @@ pub(crate) enum Mechanism {
     CancelReleasesGrant,
     /// A grant that lost to a cancel gives the units it took back.
     GrantGivesBack,
-    /// A cancel that won asks for service (the node may have been the head).
+    /// A cancel that won asks for service (its request may have been the head).
     CancelServes,
     /// A join that found the semaphore closed asks for service.
     JoinServesClosed,
     /// A join that found nobody queued and the units free asks for service.
     JoinServesUnitsBack,
-    /// A join that found its own node already resolved asks for service, so the
+    /// A join that found its own request already resolved asks for service, so the
     /// `QUEUED` it set again is cleared.
     JoinServesResolved,
     /// A re-poll that lost its cell to a resolve reads the phase instead of

@@ -16,7 +16,7 @@ use super::{Semaphore, TryAcquireError};
 enum Phase {
     /// Not polled yet: it holds nothing.
     Idle,
-    /// Its node is queued (or was, and is resolved but not yet seen).
+    /// Its request is queued (or was, and is resolved but not yet seen).
     Parked,
     /// It returned its output.
     Done,

@@ -336,7 +336,7 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// Dropping the future at any point gives back everything: before its first
-    /// poll nothing was taken; while parked its node leaves the queue (and the
+    /// poll nothing was taken; while parked its request leaves the queue (and the
     /// waiters behind it are served if it was blocking them); after a grant it was
     /// not polled to see, its units return to the semaphore.
     ///
@@ -410,7 +410,7 @@ impl Semaphore {
         }
     }
 
-    /// Maps a node's phase to what its future returns.
+    /// Maps a request's phase to what its future returns.
     #[inline]
     pub(crate) fn outcome(&self, phase: usize, units: usize) -> Poll<Result<(), AcquireError>> {
         match phase {

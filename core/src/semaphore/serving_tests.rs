@@ -102,11 +102,10 @@ fn releases_stop_serving_once_the_queue_and_the_retirement_are_done() {
     assert_eq!((sem.capacity(), sem.available()), (1, 1));
 }
 
-/// With `alloc` a won cancel leaves its node for the next server when no unit is
-/// free (nobody behind it could fit), or frees it at once if no server has taken
-/// it yet and nobody parked since (it withdraws the node from the arrivals);
-/// without `alloc` the future's drop waits for a server unless it withdrew, so it
-/// serves.
+/// With `alloc` a park serves only when its join says so, and a won cancel only
+/// when a unit is free (with none, nobody behind it could fit): its cell goes
+/// back to the list without a server. (Without `alloc` a cancel that could not
+/// withdraw its node serves, since the future's drop waits for a server.)
 #[cfg(feature = "alloc")]
 #[test]
 fn park_and_cancel_serve_only_when_there_is_work() {

@@ -180,15 +180,14 @@ impl State {
         self.word.fetch_add(units << SHIFT, Ordering::Release)
     }
 
-    /// A parker's join, after its node is on the arrivals stack: sets `QUEUED` and
-    /// `ARRIVED` in one `fetch_or`, the parker's place in the no-barging order, and
-    /// returns the previous value.
+    /// A parker's join, after its request is published (its cell, or its node on
+    /// the arrivals stack): sets `QUEUED` and `ARRIVED` in one `fetch_or`, the
+    /// parker's place in the no-barging order, and returns the previous value.
     ///
     /// `Release` so the server's `Acquire` read of this value (in
-    /// [`clear_arrived`](Self::clear_arrived) or
-    /// [`try_clear`](Self::try_clear)) sees the node's push; `Acquire`
-    /// so the parker sees the units released before it, and a grant of its own node
-    /// made before it.
+    /// [`clear_arrived`](Self::clear_arrived) or [`try_clear`](Self::try_clear))
+    /// sees the publish; `Acquire` so the parker sees the units released before
+    /// it, and a grant of its own request made before it.
     #[inline]
     pub(crate) fn join(&self) -> usize {
         let arrived = if Mechanism::Arrived.on() { ARRIVED } else { 0 };
@@ -270,7 +269,7 @@ impl State {
     /// `QUEUED` says (the head may be a parker that has not joined yet, while fast
     /// paths still run). A CAS, so it never takes units that are not there.
     ///
-    /// `AcqRel`: it acquires the releases whose units it hands on, and the node's
+    /// `AcqRel`: it acquires the releases whose units it hands on, and the request's
     /// `GRANTED` store after it hands them to the waiter.
     #[inline]
     pub(crate) fn take_for_head(&self, units: usize) -> HeadTake {
