@@ -102,6 +102,12 @@ pub(crate) enum Mechanism {
     /// joins behind a `QUEUED` set by others, so nobody serves it.
     #[cfg(feature = "alloc")]
     BreakUnpublished,
+    /// A server that finds the semaphore closed mid-pass leaves the cells to
+    /// the next pass's close. Off: it closes the head itself, and a drain
+    /// waiter published after the close (which only a close pass may answer,
+    /// once every unit is back) ends with `Closed`.
+    #[cfg(feature = "alloc")]
+    ClosedMidPassWaits,
 }
 
 #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]

@@ -1,9 +1,11 @@
 //! Drain against the last releases: the drain waiter completes once every unit is
 //! back, whichever release is last and whenever the drain parks.
 
+use core::task::Waker;
+use std::boxed::Box;
 use std::sync::Arc;
 
-use super::support::{without, DEADLOCK};
+use super::support::{poll_once, without, DEADLOCK};
 use crate::mechanism::Mechanism;
 use crate::Semaphore;
 use loom::future::block_on;
@@ -35,5 +37,44 @@ fn without_queued_the_last_release_misses_the_drain() {
         Mechanism::DrainKeepsQueued,
         DEADLOCK,
         last_release_against_the_drain,
+    );
+}
+
+/// A pass that began before the close meets the drain waiter parked after it:
+/// `W` waits for the held unit; the release that grants it runs a pass while the
+/// drain closes the semaphore and parks behind `W`, which then gives up (a
+/// cancel, or the return of its grant). The drain waiter must not be answered by
+/// that pass (it found the semaphore closed mid-way): it completes once the unit
+/// is back, never with `Closed`.
+fn drain_parking_during_a_pass() {
+    let sem = Arc::new(Semaphore::new(1));
+    let held = sem.clone().try_acquire_owned(1).unwrap();
+    let mut w = Box::pin(sem.clone().acquire_owned(1));
+    assert!(poll_once(w.as_mut(), Waker::noop()).is_pending());
+    let releaser = thread::spawn(move || drop(held));
+    let mut drain = Box::pin(sem.drain());
+    let drained_at_once = poll_once(drain.as_mut(), Waker::noop()).is_ready();
+    drop(w);
+    if !drained_at_once {
+        block_on(drain);
+    }
+    assert_eq!(sem.available(), 1, "drained with a unit still out");
+    releaser.join().unwrap();
+    assert_eq!(sem.waiters(), 0);
+}
+
+#[test]
+fn a_drain_parked_during_a_pass_waits_for_the_units() {
+    loom::model(drain_parking_during_a_pass);
+}
+
+/// Negative control: a pass that closes the head itself when it finds the
+/// semaphore closed mid-way answers the drain waiter with `Closed`.
+#[test]
+fn a_pass_closing_mid_way_answers_the_drain() {
+    without(
+        Mechanism::ClosedMidPassWaits,
+        "a drain waiter ended Err(Closed)",
+        drain_parking_during_a_pass,
     );
 }

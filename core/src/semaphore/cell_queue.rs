@@ -354,6 +354,15 @@ impl Waiters for WaitQueue {
                     } else {
                         match state.take_for_head(units) {
                             HeadTake::Taken => status::GRANTED,
+                            // Closed since this pass looked: leave every cell
+                            // to the next pass's close, which a drain waiter
+                            // needs (it waits for the units; it is never
+                            // closed). The close served if anyone was queued,
+                            // and every request published after it serves at
+                            // its join, so that pass comes.
+                            HeadTake::Closed if Mechanism::ClosedMidPassWaits.on() => {
+                                return Stop::HeadDoesNotFit;
+                            }
                             HeadTake::Closed => status::CLOSED,
                             HeadTake::DoesNotFit => {
                                 // Stop, unless it was cancelled: a read-modify-
