@@ -108,6 +108,11 @@ pub(crate) enum Mechanism {
     /// once every unit is back) ends with `Closed`.
     #[cfg(feature = "alloc")]
     ClosedMidPassWaits,
+    /// A walk past the cursor (a close's, a sweep's) that finds its segment
+    /// removed under it goes on from the first segment after it, found from
+    /// `head`. Off: it stops there, and the requests after it are not reached.
+    #[cfg(feature = "alloc")]
+    ScanFindsItsWay,
 }
 
 #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]

@@ -5,11 +5,13 @@
 //! serves). Under loom a segment holds two cells, so three parkers cross a
 //! segment boundary.
 
+use core::task::{Poll, Waker};
+use std::boxed::Box;
 use std::sync::Arc;
 
-use super::support::{assert_idle, without, DEADLOCK};
+use super::support::{assert_idle, poll_once, without, DEADLOCK};
 use crate::mechanism::Mechanism;
-use crate::Semaphore;
+use crate::{AcquireError, Semaphore};
 use loom::future::block_on;
 use loom::thread;
 
@@ -46,5 +48,60 @@ fn waiting_at_an_unpublished_cell_strands_the_queue() {
         Mechanism::BreakUnpublished,
         DEADLOCK,
         parkers_racing_the_release,
+    );
+}
+
+/// A sweep walks the cells past the cursor while cancels remove the segment it
+/// is walking. Five requests park (a segment holds two cells under loom): `A`
+/// for one unit at the cursor, `B` for two, then `C` and `D` for one (the second
+/// segment), `E` for two. A shrink to one unit sweeps from the cursor to the end
+/// for requests that no longer fit, while another thread drops `C` and `D`,
+/// whose cancels complete the second segment and splice it out. `B` and `E` fail
+/// with `ExceedsCapacity` wherever the removal caught the sweep, `A` is granted
+/// once the units come back, and every segment is freed once.
+fn sweep_racing_a_removal() {
+    let semaphore = Arc::new(Semaphore::new(2));
+    let held = semaphore.try_acquire(2).unwrap();
+    let mut parked: std::vec::Vec<_> = [1, 2, 1, 1, 2]
+        .into_iter()
+        .map(|units| {
+            let mut request = Box::pin(semaphore.clone().acquire_owned(units));
+            assert!(poll_once(request.as_mut(), Waker::noop()).is_pending());
+            request
+        })
+        .collect();
+    let e = parked.pop().unwrap();
+    let (d, c) = (parked.pop().unwrap(), parked.pop().unwrap());
+    let canceller = thread::spawn(move || drop((c, d)));
+    semaphore.set_capacity(1);
+    canceller.join().unwrap();
+    let (mut a, mut b, mut e) = (parked.remove(0), parked.remove(0), e);
+    for oversize in [&mut b, &mut e] {
+        let outcome = poll_once(oversize.as_mut(), Waker::noop());
+        assert!(
+            matches!(outcome, Poll::Ready(Err(AcquireError::ExceedsCapacity(_)))),
+            "a request over the new capacity was not failed: {outcome:?}"
+        );
+    }
+    assert!(poll_once(a.as_mut(), Waker::noop()).is_pending());
+    drop(held);
+    drop(block_on(a).expect("not closed"));
+    drop((b, e));
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn a_sweep_walks_on_past_a_segment_removed_under_it() {
+    loom::model(sweep_racing_a_removal);
+}
+
+/// Negative control: a walk that stops where its segment was removed under it
+/// leaves `E` waiting for units it can never have.
+#[test]
+fn a_sweep_that_stops_at_a_removed_segment_misses_the_rest() {
+    without(
+        Mechanism::ScanFindsItsWay,
+        "a request over the new capacity was not failed",
+        sweep_racing_a_removal,
     );
 }

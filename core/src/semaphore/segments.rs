@@ -1054,7 +1054,7 @@ impl Segments {
             let next = Segment::acquire(&current.next).or_else(|| {
                 // The end, or `current` was removed and cleaned up (its cells
                 // all cancelled, and visited): go on from what follows it.
-                (current.next.load(Ordering::Acquire) != 0)
+                (current.next.load(Ordering::Acquire) != 0 && Mechanism::ScanFindsItsWay.on())
                     .then(|| self.first_after(current.id))
                     .flatten()
             });
