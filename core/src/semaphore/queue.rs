@@ -122,12 +122,7 @@ impl WaitQueue {
         let below = below.map_or(ptr::null_mut(), NonNull::as_ptr);
         let withdrawn = if Mechanism::WithdrawCas.on() {
             self.arrivals
-                .compare_exchange(
-                    node.as_ptr(),
-                    below,
-                    stack_ordering(Ordering::Release),
-                    Ordering::Relaxed,
-                )
+                .compare_exchange(node.as_ptr(), below, STACK_ORDERING, Ordering::Relaxed)
                 .is_ok()
         } else {
             self.arrivals.store(below, Ordering::Release);
@@ -175,9 +170,7 @@ impl WaitQueue {
     /// # Safety
     /// The caller holds the role.
     unsafe fn absorb_into(&self, list: &mut List) {
-        let take = |stack: &AtomicPtr<Waiter>| {
-            stack.swap(ptr::null_mut(), stack_ordering(Ordering::Acquire))
-        };
+        let take = |stack: &AtomicPtr<Waiter>| stack.swap(ptr::null_mut(), STACK_ORDERING);
         let (cancelled, arrivals) = if Mechanism::CancelsFirst.on() {
             let cancelled = take(&self.cancelled);
             (cancelled, take(&self.arrivals))
@@ -522,12 +515,7 @@ fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) -> *
     loop {
         // SAFETY: the node is not published until the CAS below succeeds.
         unsafe { link.set(head) };
-        match stack.compare_exchange_weak(
-            head,
-            node.as_ptr(),
-            stack_ordering(Ordering::Release),
-            Ordering::Relaxed,
-        ) {
+        match stack.compare_exchange_weak(head, node.as_ptr(), STACK_ORDERING, Ordering::Relaxed) {
             Ok(_) => return head,
             Err(actual) => head = actual,
         }
@@ -539,10 +527,7 @@ fn push(stack: &AtomicPtr<Waiter>, node: NonNull<Waiter>, link: &StackLink) -> *
 /// to the server. Both are `AcqRel`, so that a push after a swap also reads it
 /// (and what the server did before it); nothing relies on that since a cancel
 /// that pushed always serves, and a read-modify-write pays nothing for it.
-#[inline(always)]
-fn stack_ordering(_weak: Ordering) -> Ordering {
-    Ordering::AcqRel
-}
+const STACK_ORDERING: Ordering = Ordering::AcqRel;
 
 /// The server's FIFO: a doubly linked list through the nodes' `links`.
 pub(crate) struct List {
