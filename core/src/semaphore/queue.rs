@@ -148,13 +148,6 @@ impl WaitQueue {
         );
     }
 
-    /// Whether cancelled nodes wait to be let go and nobody is serving: two
-    /// loads, a hint (a serve is always safe, and a missed one is made by the next
-    /// parker or release).
-    pub(crate) fn reclaim_due(&self) -> bool {
-        !self.cancelled.load(Ordering::Relaxed).is_null() && self.role.is_free()
-    }
-
     /// Serves the queue now, or leaves it to the thread that is serving.
     pub(crate) fn serve(&self, state: &State) {
         self.role.serve(state, self);
@@ -444,11 +437,9 @@ impl WaitQueue {
         self.push_arrival(share);
         let prev = state.join();
         let resolved = node.phase() != status::WAITING;
-        let needed = join_needs_service(prev, units, resolved);
-        // Cancelled nodes wait on their stack for a server; with no unit coming
-        // back (a stuck holder, callers timing out) parkers are the only ones left
-        // to serve, so one that finds the role free lets them go.
-        if needed || self.reclaim_due() {
+        // Cancelled nodes need no parker to serve them: a cancel that pushed
+        // one served, or left the pass to the role's holder.
+        if join_needs_service(prev, units, resolved) {
             self.serve(state);
         }
         node.phase()

@@ -263,7 +263,6 @@ impl AtomicWord {
 const _: () = assert!(core::mem::size_of::<Segment>() == ALIGN);
 
 /// One parked request's place.
-#[derive(Debug)]
 pub(crate) struct Cell {
     /// The request's phase and waker (`EMPTY` at birth).
     pub(crate) status: WaitStatus,
@@ -1056,7 +1055,6 @@ impl Segments {
                 // all cancelled, and visited): go on from what follows it.
                 (current.next.load(Ordering::Acquire) != 0 && Mechanism::ScanFindsItsWay.on())
                     .then(|| self.first_after(current.id))
-                    .flatten()
             });
             // SAFETY: ours.
             unsafe { Segment::release(segment, 1) };
@@ -1067,24 +1065,26 @@ impl Segments {
         }
     }
 
-    /// The first segment of the list after the `id`-th, counted; `None` if the
-    /// list ends before.
-    fn first_after(&self, id: usize) -> Option<NonNull<Segment>> {
+    /// The first segment of the list after the `id`-th, counted, which a
+    /// removal of that segment left: one exists, as a segment is frozen only once
+    /// `tail` has left it (invariant 4), so the walk meets `tail`'s segment or an
+    /// earlier one past `id`.
+    fn first_after(&self, id: usize) -> NonNull<Segment> {
         'walk: loop {
             let mut p = Segment::acquire(&self.head).expect("head names a segment");
             loop {
                 // SAFETY: counted (ours).
                 let ps = unsafe { p.as_ref() }.live();
                 if ps.id > id {
-                    return Some(p);
+                    return p;
                 }
+                // `tail` has left `p` too: its link is set.
+                debug_assert_ne!(ps.next.load(Ordering::Acquire), 0, "the list ended before");
                 let next = Segment::acquire(&ps.next);
-                let end = next.is_none() && ps.next.load(Ordering::Acquire) == 0;
                 // SAFETY: ours.
                 unsafe { Segment::release(p, 1) };
                 match next {
                     Some(next) => p = next,
-                    None if end => return None,
                     // `p` was removed meanwhile: start again.
                     None => continue 'walk,
                 }

@@ -145,12 +145,6 @@ impl Role {
         self.roles_taken.load(Ordering::Relaxed)
     }
 
-    /// Whether nobody is serving: a hint.
-    #[cfg(not(feature = "alloc"))]
-    pub(crate) fn is_free(&self) -> bool {
-        self.word.load(Ordering::Relaxed) == 0
-    }
-
     /// A shrink posts `units` for the server to retire; the caller then sets
     /// `RETIRING` and asks for service.
     pub(crate) fn post_retirement(&self, units: usize) {

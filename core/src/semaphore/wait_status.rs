@@ -75,14 +75,6 @@ pub(crate) struct WaitStatus {
     waker: UnsafeCell<Option<Waker>>,
 }
 
-impl core::fmt::Debug for WaitStatus {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("WaitStatus")
-            .field("word", &self.word.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
 impl WaitStatus {
     pub(crate) fn new(word: usize) -> WaitStatus {
         WaitStatus {
