@@ -1,15 +1,17 @@
 //! Without `alloc` the wait node lives in the future, and a future's drop waits
 //! until the queue has let go of its node: the one wait in the crate. These models
 //! run that build (`ci/loom.sh` runs this file with `--no-default-features`): a
-//! parked future dropped while another thread serves, and a granted one dropped
-//! while the server is still finishing with its node. Loom checks the drop never
-//! returns while the server can still touch the node (a cell access after the
-//! drop would race the next use of that memory), and that nothing hangs.
+//! parked future dropped while another thread serves, a granted one dropped while
+//! the server is still finishing with its node, and a join after its own grant.
+//! Loom checks the drop never returns while the server can still touch the node
+//! (a cell access after the drop would race the next use of that memory), that no
+//! stale `QUEUED` is left, and that nothing hangs.
 
 use core::task::Waker;
 use std::boxed::Box;
 
-use super::support::{assert_idle, leak, poll_once};
+use super::support::{assert_idle, leak, poll_once, without};
+use crate::mechanism::Mechanism;
 use crate::Semaphore;
 use loom::future::block_on;
 use loom::thread;
@@ -69,5 +71,46 @@ fn a_drop_that_does_not_wait_races_the_server() {
             drop(held);
             dropper.join().unwrap();
         },
+    );
+}
+
+/// The first waiter is parked; the second pushes its node while the release's
+/// server takes the arrivals, so the server grants the second before its join
+/// (as `arrival_vs_serving`'s model of the same name, with the nodes in the
+/// futures). That join sets `QUEUED` again over nobody: it must read its node's
+/// phase, see the grant and ask for service, or the fast path stays refused with
+/// a unit free.
+fn granted_before_its_join() {
+    let semaphore = leak(Semaphore::new(4));
+    let held = semaphore.try_acquire(4).unwrap();
+    let mut first = Box::pin(semaphore.acquire(1));
+    assert!(poll_once(first.as_mut(), Waker::noop()).is_pending());
+    let second = thread::spawn(move || block_on(semaphore.acquire(2)).expect("not closed"));
+    drop(held);
+    let second = second.join().unwrap();
+    let first = block_on(first).expect("not closed");
+    assert_eq!(semaphore.waiters(), 0);
+    let third = semaphore.try_acquire(1);
+    assert!(
+        third.is_ok(),
+        "a stale QUEUED refused the fast path: {semaphore:?}"
+    );
+    drop((first, second, third));
+    assert_idle(semaphore);
+}
+
+#[test]
+fn a_join_after_its_own_grant_leaves_no_stale_queued() {
+    loom::model(granted_before_its_join);
+}
+
+/// Negative control: the join that finds its node granted does not ask for
+/// service, and `QUEUED` stays set over an empty queue.
+#[test]
+fn without_serving_a_resolved_join_queued_goes_stale() {
+    without(
+        Mechanism::JoinServesResolved,
+        "a stale QUEUED refused the fast path",
+        granted_before_its_join,
     );
 }

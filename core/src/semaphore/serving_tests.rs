@@ -180,3 +180,64 @@ fn cancelled_requests_are_let_go_while_the_server_is_descheduled() {
         "{most_alive} segments alive for {callers} callers that gave up while the server was away"
     );
 }
+
+/// Without `alloc` a park serves only when its join says so; a won cancel
+/// withdraws its node if no server has taken it and nobody parked since, and then
+/// serves only when a unit is free, as with cells; a cancel that could not
+/// withdraw serves, since the future's drop waits for a server to let go of the
+/// node.
+#[cfg(not(feature = "alloc"))]
+#[test]
+#[allow(clippy::std_instead_of_alloc)] // this build has no `alloc` crate
+fn park_and_cancel_serve_only_when_there_is_work() {
+    use std::boxed::Box;
+
+    let sem = Semaphore::new(2);
+    let both = sem.try_acquire(2).unwrap();
+    assert_eq!(
+        serves(&sem, || {
+            let mut parked = pin!(sem.acquire(1));
+            assert!(poll(parked.as_mut()).is_pending());
+        }),
+        0,
+        "park, then a withdrawing cancel with no unit free"
+    );
+    let mut next = Box::pin(sem.acquire(1));
+    assert_eq!(
+        serves(&sem, || assert!(poll(next.as_mut()).is_pending())),
+        0,
+        "a park after a withdrawn cancel"
+    );
+    // A node with another pushed above it cannot be withdrawn.
+    let mut above = Box::pin(sem.acquire(1));
+    assert!(poll(above.as_mut()).is_pending());
+    assert_eq!(serves(&sem, || drop(next)), 1, "a buried cancel");
+    let mut last = Box::pin(sem.acquire(1));
+    assert_eq!(
+        serves(&sem, || assert!(poll(last.as_mut()).is_pending())),
+        0,
+        "a park after the buried cancel was let go"
+    );
+    assert_eq!(sem.waiters(), 2);
+    drop((above, last));
+    assert_eq!(sem.waiters(), 0);
+
+    // A unit free, and a cancelled head may have been blocking a request that
+    // fits in it (Go's canceled-waiter-at-the-front): the cancel serves.
+    drop(both);
+    let one = sem.try_acquire(1).unwrap();
+    let mut head = Box::pin(sem.acquire(2));
+    assert!(poll(head.as_mut()).is_pending());
+    let mut behind = pin!(sem.acquire(1));
+    assert!(poll(behind.as_mut()).is_pending());
+    assert_eq!(serves(&sem, || drop(head)), 1, "a buried cancel");
+    assert!(poll(behind.as_mut()).is_ready());
+    let mut lone = Box::pin(sem.acquire(2));
+    assert!(poll(lone.as_mut()).is_pending());
+    assert_eq!(
+        serves(&sem, || drop(lone)),
+        1,
+        "a withdrawing cancel with a unit free"
+    );
+    drop(one);
+}
