@@ -80,6 +80,10 @@ fn a_drop_that_does_not_wait_races_the_server() {
 /// futures). That join sets `QUEUED` again over nobody: it must read its node's
 /// phase, see the grant and ask for service, or the fast path stays refused with
 /// a unit free.
+///
+/// A copy, not a shared model: that one needs owned permits (`alloc`), and
+/// this one's leaked semaphore would, with `alloc`, leak its segments, which
+/// loom reports.
 fn granted_before_its_join() {
     let semaphore = leak(Semaphore::new(4));
     let held = semaphore.try_acquire(4).unwrap();

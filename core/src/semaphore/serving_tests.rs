@@ -26,6 +26,23 @@ fn poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
     future.poll(&mut Context::from_waker(Waker::noop()))
 }
 
+/// With exactly one unit free and nobody waiting: a head that does not fit, with
+/// a request behind it that would, is cancelled. It may have been blocking that
+/// request (Go's canceled-waiter-at-the-front), so the cancel serves, and the
+/// request behind is granted.
+fn a_cancelled_head_with_a_unit_free_serves(sem: &Semaphore) {
+    let mut head = pin!(Some(sem.acquire(2)));
+    assert!(poll(head.as_mut().as_pin_mut().unwrap()).is_pending());
+    let mut behind = pin!(sem.acquire(1));
+    assert!(poll(behind.as_mut()).is_pending());
+    assert_eq!(
+        serves(sem, || head.set(None)),
+        1,
+        "a cancel of the head with a unit free"
+    );
+    assert!(poll(behind.as_mut()).is_ready());
+}
+
 #[test]
 fn a_release_serves_only_when_someone_waits() {
     let sem = Semaphore::new(2);
@@ -131,16 +148,9 @@ fn park_and_cancel_serve_only_when_there_is_work() {
     assert_eq!(serves(&sem, || drop(second)), 0, "a cancel of the last");
     assert_eq!(sem.waiters(), 0);
 
-    // A unit free, and a cancelled head may have been blocking a request that
-    // fits in it (Go's canceled-waiter-at-the-front): the cancel serves.
     drop(both);
     let one = sem.try_acquire(1).unwrap();
-    let mut head = Box::pin(sem.acquire(2));
-    assert!(poll(head.as_mut()).is_pending());
-    let mut behind = pin!(sem.acquire(1));
-    assert!(poll(behind.as_mut()).is_pending());
-    assert_eq!(serves(&sem, || drop(head)), 1);
-    assert!(poll(behind.as_mut()).is_ready());
+    a_cancelled_head_with_a_unit_free_serves(&sem);
     drop(one);
 }
 
@@ -222,16 +232,9 @@ fn park_and_cancel_serve_only_when_there_is_work() {
     drop((above, last));
     assert_eq!(sem.waiters(), 0);
 
-    // A unit free, and a cancelled head may have been blocking a request that
-    // fits in it (Go's canceled-waiter-at-the-front): the cancel serves.
     drop(both);
     let one = sem.try_acquire(1).unwrap();
-    let mut head = Box::pin(sem.acquire(2));
-    assert!(poll(head.as_mut()).is_pending());
-    let mut behind = pin!(sem.acquire(1));
-    assert!(poll(behind.as_mut()).is_pending());
-    assert_eq!(serves(&sem, || drop(head)), 1, "a buried cancel");
-    assert!(poll(behind.as_mut()).is_ready());
+    a_cancelled_head_with_a_unit_free_serves(&sem);
     let mut lone = Box::pin(sem.acquire(2));
     assert!(poll(lone.as_mut()).is_pending());
     assert_eq!(
