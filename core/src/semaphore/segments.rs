@@ -82,7 +82,7 @@
 //! freeze changed what it read, and a helper's install and swing each complete or
 //! find them done by another. The exceptions are saturated counts, where a thread
 //! waits for one of the others to leave: more than `COUNT - CELLS` helpers on one
-//! full segment at once (992), or more than [`TRANSIT`] readers on one link (255),
+//! full segment at once (2 016), or more than [`TRANSIT`] readers on one link (255),
 //! inside the same few instructions.
 //!
 //! # Memory orderings
@@ -101,16 +101,16 @@ use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use crate::mechanism::Mechanism;
 
-/// Cells in a segment. A segment of 31 cells of 32 bytes and its header fill one
-/// 1 KiB block; under loom two cells, so a model crosses a boundary within a few
-/// tickets.
+/// Cells in a segment. A segment of 31 cells of one cache line each and its
+/// header's line fill one 2 KiB block; under loom two cells, so a model crosses
+/// a boundary within a few tickets.
 #[cfg(not(all(test, admit_loom)))]
 pub(crate) const CELLS: usize = 31;
 #[cfg(all(test, admit_loom))]
 pub(crate) const CELLS: usize = 2;
 
 /// A segment's alignment: `tail`'s low bits below it hold the count.
-const ALIGN: usize = 1024;
+const ALIGN: usize = 2048;
 /// The count's bits in `tail`.
 const COUNT: usize = ALIGN - 1;
 /// `tail`'s reference on the segment it names: more than the helpers `COUNT`
@@ -262,7 +262,11 @@ impl AtomicWord {
 #[cfg(not(test))]
 const _: () = assert!(core::mem::size_of::<Segment>() == ALIGN);
 
-/// One parked request's place.
+/// One parked request's place, on a cache line of its own: consecutive tickets
+/// go to parkers running at the same time, and two cells on one line would have
+/// each one's publish, re-poll and cancel take the line from the other (32-byte
+/// cells made the storm, S10, 1.5× slower; docs/design.md, "Layout").
+#[repr(align(64))]
 pub(crate) struct Cell {
     /// The request's phase and waker (`EMPTY` at birth).
     pub(crate) status: WaitStatus,
@@ -271,7 +275,7 @@ pub(crate) struct Cell {
 }
 
 /// `CELLS` cells and the links and count that keep them.
-#[repr(C, align(1024))]
+#[repr(C, align(2048))]
 struct Segment {
     /// Empty (0), then a link word naming the successor, then [`GONE`].
     next: AtomicWord,
