@@ -159,6 +159,7 @@ impl Scenario {
             Self::S7 => &[
                 ("S7 park (first poll, queued)", "ns"),
                 ("S7 cancel (drop parked)", "ns"),
+                ("S7 re-poll (parked, its task's waker again)", "ns"),
             ],
             Self::S8 => &[
                 ("S8 size_of acquire future", "B"),
@@ -281,7 +282,8 @@ impl<P: Peer> Column for Of<P> {
             Scenario::S6 if P::WEIGHTED => vec![large_waiter::<P>(env)],
             Scenario::S7 if P::PARKS => {
                 let (park, cancel) = park_cancel::<P>(c.park_batches);
-                vec![Cell::Value(park), Cell::Value(cancel)]
+                let repoll = repoll::<P>(c.park_batches);
+                vec![Cell::Value(park), Cell::Value(cancel), Cell::Value(repoll)]
             }
             Scenario::S8 => sizes::<P>().map(|b| Cell::Value(b as f64)).to_vec(),
             Scenario::S9 | Scenario::S10 if P::PARKS => {
@@ -485,6 +487,46 @@ fn park_cancel<P: Peer>(batches: u32) -> (f64, f64) {
     assert!(sem.try_acquire(1).is_some(), "{}: unit lost", P::NAME);
     let ops = u64::from(batches) * PARK_BATCH as u64;
     (per_op(park, ops), per_op(cancel, ops))
+}
+
+/// A task's waker as a runtime makes it: reference-counted, so a clone and a
+/// drop are each an atomic on the task (a no-op waker would hide them).
+struct TaskWaker;
+
+impl std::task::Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// S7's re-poll: with the only unit held, park [`PARK_BATCH`] one-unit
+/// acquires with one task's waker, then poll each once more with that waker
+/// (what a spurious wake-up or a `select!` sibling's wake does). Returns ns per
+/// re-poll.
+#[inline(never)]
+fn repoll<P: Peer>(batches: u32) -> f64 {
+    let sem = P::new(1);
+    let waker = Waker::from(Arc::new(TaskWaker));
+    let mut cx = Context::from_waker(&waker);
+    let holder = sem.try_acquire(1).expect("fresh semaphore");
+    let mut parked = Vec::with_capacity(PARK_BATCH);
+    let mut repoll = Duration::ZERO;
+    for _ in 0..batches {
+        parked.extend((0..PARK_BATCH).map(|_| sem.acquire(1)));
+        let mut poll_all = |what: &str| {
+            for future in &mut parked {
+                // SAFETY: as in `park_cancel`: `parked` never reallocates, and
+                // its futures are dropped in place by `clear`.
+                let future = unsafe { std::pin::Pin::new_unchecked(future) };
+                assert!(future.poll(&mut cx).is_pending(), "{}: {what}", P::NAME);
+            }
+        };
+        poll_all("did not park");
+        let start = Instant::now();
+        poll_all("a re-poll was granted with the unit held");
+        repoll += start.elapsed();
+        parked.clear();
+    }
+    drop(holder);
+    per_op(repoll, u64::from(batches) * PARK_BATCH as u64)
 }
 
 /// How often a storm's idle main thread samples the heap. Each sample wakes a

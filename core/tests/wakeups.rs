@@ -6,6 +6,7 @@
 mod wakers;
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -142,4 +143,78 @@ fn units_released_by_a_waker_clone_are_granted_on_the_first_poll() {
         other => panic!("expected a grant on the first poll, got {other:?}"),
     }
     assert_eq!((sem.available(), sem.waiters()), (3, 0));
+}
+
+/// A waker that counts its clones (`std::task::Wake` wakers clone an `Arc`,
+/// which no test can see at rest: the clone replaces the one it drops).
+mod clone_counting {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+
+    pub struct Counts {
+        pub clones: AtomicUsize,
+        pub wakes: AtomicUsize,
+    }
+
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+
+    fn counts(data: *const ()) -> &'static Counts {
+        // SAFETY: every data pointer of this vtable is a leaked `Counts`.
+        unsafe { &*data.cast::<Counts>() }
+    }
+    fn clone(data: *const ()) -> RawWaker {
+        counts(data).clones.fetch_add(1, Ordering::SeqCst);
+        RawWaker::new(data, &VTABLE)
+    }
+    fn wake(data: *const ()) {
+        counts(data).wakes.fetch_add(1, Ordering::SeqCst);
+    }
+    fn drop(_: *const ()) {}
+
+    /// A waker and its counts (leaked: a few bytes per test).
+    pub fn waker() -> (Waker, &'static Counts) {
+        let counts: &'static Counts = Box::leak(Box::new(Counts {
+            clones: AtomicUsize::new(0),
+            wakes: AtomicUsize::new(0),
+        }));
+        let data = std::ptr::from_ref(counts).cast::<()>();
+        // SAFETY: the vtable's functions treat `data` as the leaked `Counts`,
+        // which lives for the rest of the process.
+        (
+            unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) },
+            counts,
+        )
+    }
+}
+
+/// A re-poll by the task that registered the waker (the usual case: woken
+/// spuriously, or by a `select!` sibling) clones nothing and writes nothing;
+/// a re-poll by another waker still registers it, and so does the first one
+/// coming back after that.
+#[test]
+fn a_repoll_with_the_registered_waker_clones_nothing() {
+    let sem = Semaphore::new(1);
+    let held = sem.try_acquire(1).unwrap();
+    let (a, a_counts) = clone_counting::waker();
+    let (b, b_counts) = clone_counting::waker();
+    let mut fut = Box::pin(sem.acquire(1));
+    let mut poll = |waker: &Waker| fut.as_mut().poll(&mut Context::from_waker(waker));
+    assert!(poll(&a).is_pending());
+    let clones = |counts: &clone_counting::Counts| counts.clones.load(Ordering::SeqCst);
+    assert_eq!(clones(a_counts), 1, "parking registers a clone");
+    for _ in 0..3 {
+        assert!(poll(&a).is_pending());
+    }
+    assert_eq!(clones(a_counts), 1, "the same waker again: no clone");
+    assert!(poll(&b).is_pending());
+    assert!(poll(&a).is_pending());
+    assert_eq!((clones(a_counts), clones(b_counts)), (2, 1));
+    drop(held);
+    let wakes = |counts: &clone_counting::Counts| counts.wakes.load(Ordering::SeqCst);
+    assert_eq!(
+        (wakes(a_counts), wakes(b_counts)),
+        (1, 0),
+        "a registered last"
+    );
+    assert!(matches!(poll(&a), Poll::Ready(Ok(_))));
 }

@@ -1,6 +1,7 @@
 //! A re-poll that swaps the waker racing the grant: whichever comes first, the
 //! future ends `Ready` or the waker it last registered is the one woken, once, and
-//! the one it replaced is not.
+//! the one it replaced is not. A re-poll with the same waker (which registers
+//! nothing) racing the grant: `Ready`, or that waker woken once.
 
 use core::task::Poll;
 use std::boxed::Box;
@@ -12,6 +13,10 @@ use crate::Semaphore;
 use loom::thread;
 
 fn repoll_racing_the_grant() {
+    repoll_with_a_waker_racing_the_grant(false);
+}
+
+fn repoll_with_a_waker_racing_the_grant(same_waker: bool) {
     let semaphore = Arc::new(Semaphore::new(1));
     let held = semaphore.clone().try_acquire_owned(1).unwrap();
     let (first_waker, first_wakes) = CountingWaker::new();
@@ -19,8 +24,12 @@ fn repoll_racing_the_grant() {
     assert!(poll_once(fut.as_mut(), &first_waker).is_pending());
 
     let releaser = thread::spawn(move || drop(held));
-    // The task moved: a new waker.
-    let (second_waker, second_wakes) = CountingWaker::new();
+    // The task moved (a new waker), or it is polled again where it was.
+    let (second_waker, second_wakes) = if same_waker {
+        (first_waker.clone(), first_wakes.clone())
+    } else {
+        CountingWaker::new()
+    };
     let repoll = poll_once(fut.as_mut(), &second_waker);
     releaser.join().unwrap();
 
@@ -30,11 +39,15 @@ fn repoll_racing_the_grant() {
             permit
         }
         Poll::Pending => {
-            assert_eq!(
-                (first_wakes.wakes(), second_wakes.wakes()),
-                (0, 1),
-                "after a Pending re-poll only the new waker may be woken, once"
-            );
+            if same_waker {
+                assert_eq!(first_wakes.wakes(), 1, "the waker must be woken, once");
+            } else {
+                assert_eq!(
+                    (first_wakes.wakes(), second_wakes.wakes()),
+                    (0, 1),
+                    "after a Pending re-poll only the new waker may be woken, once"
+                );
+            }
             match poll_once(fut.as_mut(), &second_waker) {
                 Poll::Ready(permit) => permit,
                 Poll::Pending => panic!("woken but not granted"),
@@ -49,6 +62,11 @@ fn repoll_racing_the_grant() {
 #[test]
 fn the_last_registered_waker_is_woken() {
     loom::model(repoll_racing_the_grant);
+}
+
+#[test]
+fn a_repoll_with_the_same_waker_is_woken() {
+    loom::model(|| repoll_with_a_waker_racing_the_grant(true));
 }
 
 /// Negative control: a re-poll that loses its cell to a grant and still reports

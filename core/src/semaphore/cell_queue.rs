@@ -6,6 +6,9 @@
 //!   publish it (`EMPTY → WAITING`, one CAS), then join in the state word. A
 //!   parker whose cell the server broke meanwhile (`EMPTY → BROKEN`) has not
 //!   arrived: it lets go of that ticket and claims another.
+//! - **Re-poll**: with the waker the cell holds (the owner remembers which, in
+//!   a field only it touches), read the phase; with another, register it
+//!   (`wait_status.rs`).
 //! - **Cancel**: the cell's phase `WAITING → CANCELLED` (one CAS), then the
 //!   ticket goes back to the list, counted as cancelled (the cancel that
 //!   completes a segment removes it): nothing for a server to unlink or free.
@@ -36,7 +39,7 @@ use core::task::Waker;
 use super::segments::{Cell, Segments, Ticket};
 use super::serving::{join_needs_service, Role, Stop, Waiters};
 use super::state::{available, HeadTake, State, CLOSED};
-use super::wait_status::status;
+use super::wait_status::{status, WakerId};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering};
@@ -99,6 +102,7 @@ impl WaitQueue {
         units: usize,
         waker: Waker,
     ) -> usize {
+        let id = WakerId::of(&waker);
         let mut waker = Some(waker);
         // Counted before it can be resolved, so the count never wraps.
         self.waiters.fetch_add(1, Ordering::Relaxed);
@@ -110,6 +114,8 @@ impl WaitQueue {
             cell.units.with_mut(|u| unsafe { *u = units });
             // SAFETY: as above.
             unsafe { cell.status.set_waker(waker.take()) };
+            // SAFETY: the ticket holder's alone.
+            cell.registered.with_mut(|r| unsafe { *r = id });
             // `Release`: the server's `Acquire` read of `WAITING` sees both.
             if cell
                 .status
@@ -140,9 +146,21 @@ impl WaitQueue {
     }
 
     /// A re-poll of a parked request: its phase, with `waker` registered if it
-    /// is still waiting.
+    /// is still waiting. If the cell holds an equivalent waker already (the same
+    /// task polling again), one load: no clone, nothing written.
     pub(crate) fn repoll(slot: &Slot, waker: &Waker) -> usize {
-        slot.cell().status.register(waker)
+        let cell = slot.cell();
+        let id = WakerId::of(waker);
+        // SAFETY: the ticket holder's alone, and `slot` is the holder's.
+        if cell.registered.with(|r| unsafe { *r }) == id {
+            return cell.status.phase();
+        }
+        let phase = cell.status.register(waker);
+        if phase == status::WAITING {
+            // SAFETY: as above.
+            cell.registered.with_mut(|r| unsafe { *r = id });
+        }
+        phase
     }
 
     /// The owner has read its request's final phase: the ticket goes back.

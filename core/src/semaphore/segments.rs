@@ -95,7 +95,7 @@
 
 use core::ptr::{addr_of_mut, NonNull};
 
-use super::wait_status::{status, WaitStatus};
+use super::wait_status::{status, WaitStatus, WakerId};
 use crate::loom::heap::{self, Layout};
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
@@ -272,6 +272,9 @@ pub(crate) struct Cell {
     pub(crate) status: WaitStatus,
     /// The units asked for, written by the ticket holder before it publishes.
     pub(crate) units: UnsafeCell<usize>,
+    /// Which waker the cell holds, kept by the ticket holder alone (the server
+    /// never touches it): a re-poll with an equivalent waker registers nothing.
+    pub(crate) registered: UnsafeCell<WakerId>,
 }
 
 /// `CELLS` cells and the links and count that keep them.
@@ -357,6 +360,7 @@ impl Segment {
                 cells.add(i).write(Cell {
                     status: WaitStatus::new(status::EMPTY),
                     units: UnsafeCell::new(0),
+                    registered: UnsafeCell::new(WakerId::NONE),
                 });
             }
             #[cfg(test)]

@@ -66,6 +66,30 @@ pub(crate) mod status {
     pub(crate) const QUEUE_REF: usize = 1 << 4;
 }
 
+/// Which waker a request registered, by the two parts [`Waker::will_wake`]
+/// compares (its data pointer and vtable, as addresses): equal ids wake the same
+/// task. The registered waker is a clone that keeps its data alive, so the
+/// address cannot be reused by another waker meanwhile.
+#[cfg(feature = "alloc")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WakerId {
+    data: usize,
+    vtable: usize,
+}
+
+#[cfg(feature = "alloc")]
+impl WakerId {
+    /// No waker: unequal to every waker's id (no vtable is at address 0).
+    pub(crate) const NONE: WakerId = WakerId { data: 0, vtable: 0 };
+
+    pub(crate) fn of(waker: &Waker) -> WakerId {
+        WakerId {
+            data: waker.data().addr(),
+            vtable: core::ptr::from_ref(waker.vtable()).addr(),
+        }
+    }
+}
+
 /// A status word and the waker it guards.
 pub(crate) struct WaitStatus {
     /// Phase and flags; see the module docs.
