@@ -149,37 +149,46 @@ fn units_released_by_a_waker_clone_are_granted_on_the_first_poll() {
 /// which no test can see at rest: the clone replaces the one it drops).
 mod clone_counting {
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
     use std::task::{RawWaker, RawWakerVTable, Waker};
 
+    #[derive(Default)]
     pub struct Counts {
         pub clones: AtomicUsize,
         pub wakes: AtomicUsize,
     }
 
-    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop);
 
-    fn counts(data: *const ()) -> &'static Counts {
-        // SAFETY: every data pointer of this vtable is a leaked `Counts`.
-        unsafe { &*data.cast::<Counts>() }
-    }
+    // Every data pointer of this vtable is an `Arc<Counts>` made by
+    // `Arc::into_raw`, one strong count per waker.
     fn clone(data: *const ()) -> RawWaker {
-        counts(data).clones.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the waker being cloned holds a count.
+        unsafe { Arc::increment_strong_count(data.cast::<Counts>()) };
+        // SAFETY: as above.
+        let counts = unsafe { &*data.cast::<Counts>() };
+        counts.clones.fetch_add(1, Ordering::SeqCst);
         RawWaker::new(data, &VTABLE)
     }
     fn wake(data: *const ()) {
-        counts(data).wakes.fetch_add(1, Ordering::SeqCst);
+        wake_by_ref(data);
+        drop(data);
     }
-    fn drop(_: *const ()) {}
+    fn wake_by_ref(data: *const ()) {
+        // SAFETY: the waker woken holds a count.
+        let counts = unsafe { &*data.cast::<Counts>() };
+        counts.wakes.fetch_add(1, Ordering::SeqCst);
+    }
+    fn drop(data: *const ()) {
+        // SAFETY: the waker dropped gives its count back.
+        std::mem::drop(unsafe { Arc::from_raw(data.cast::<Counts>()) });
+    }
 
-    /// A waker and its counts (leaked: a few bytes per test).
-    pub fn waker() -> (Waker, &'static Counts) {
-        let counts: &'static Counts = Box::leak(Box::new(Counts {
-            clones: AtomicUsize::new(0),
-            wakes: AtomicUsize::new(0),
-        }));
-        let data = std::ptr::from_ref(counts).cast::<()>();
-        // SAFETY: the vtable's functions treat `data` as the leaked `Counts`,
-        // which lives for the rest of the process.
+    /// A waker and its counts.
+    pub fn waker() -> (Waker, Arc<Counts>) {
+        let counts = Arc::new(Counts::default());
+        let data = Arc::into_raw(Arc::clone(&counts)).cast::<()>();
+        // SAFETY: `data` is an `Arc<Counts>`'s count, as the vtable expects.
         (
             unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) },
             counts,
@@ -201,20 +210,26 @@ fn a_repoll_with_the_registered_waker_clones_nothing() {
     let mut poll = |waker: &Waker| fut.as_mut().poll(&mut Context::from_waker(waker));
     assert!(poll(&a).is_pending());
     let clones = |counts: &clone_counting::Counts| counts.clones.load(Ordering::SeqCst);
-    assert_eq!(clones(a_counts), 1, "parking registers a clone");
+    assert_eq!(clones(&a_counts), 1, "parking registers a clone");
     for _ in 0..3 {
         assert!(poll(&a).is_pending());
     }
-    assert_eq!(clones(a_counts), 1, "the same waker again: no clone");
+    assert_eq!(clones(&a_counts), 1, "the same waker again: no clone");
     assert!(poll(&b).is_pending());
     assert!(poll(&a).is_pending());
-    assert_eq!((clones(a_counts), clones(b_counts)), (2, 1));
+    assert_eq!((clones(&a_counts), clones(&b_counts)), (2, 1));
     drop(held);
     let wakes = |counts: &clone_counting::Counts| counts.wakes.load(Ordering::SeqCst);
     assert_eq!(
-        (wakes(a_counts), wakes(b_counts)),
+        (wakes(&a_counts), wakes(&b_counts)),
         (1, 0),
         "a registered last"
     );
     assert!(matches!(poll(&a), Poll::Ready(Ok(_))));
+    drop(fut);
+    // Each counts: the test's handle and its waker; every clone given back.
+    assert_eq!(
+        (Arc::strong_count(&a_counts), Arc::strong_count(&b_counts)),
+        (2, 2)
+    );
 }
