@@ -283,8 +283,8 @@ impl Role {
 }
 
 /// Takes what shrinks or forgets posted in `posted`, the server only. A load
-/// first: nearly every pass finds nothing posted, and then writes nothing (three
-/// swaps a pass were a tenth of the serving time under contention, S4). A post
+/// first: nearly every pass finds nothing posted, and then writes nothing (in a
+/// profile of S4 the three swaps a pass were half of `serve`'s own samples). A post
 /// the load misses is followed by its poster's request for service, which the
 /// role hands to this server as `PENDING` (or to the next one), so a pass that
 /// sees it comes.
