@@ -111,3 +111,38 @@ fn close_alone_ends_the_wait() {
     drop(kept);
     assert_idle(&semaphore);
 }
+
+/// A close whose pass meets a parker between its claim and its publish (a cell
+/// still `EMPTY` at the cursor): the close breaks the cell and moves on rather
+/// than wait for a thread that may not run, and the parker, whose publish then
+/// fails, claims again, joins, finds the semaphore closed and ends
+/// `Err(Closed)` like the request ahead of it. (The mutation testing of the
+/// `unsafe fn`s found no model reaching that break.)
+#[test]
+fn a_close_passes_a_parker_that_has_not_published() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+        // Parked first: `QUEUED` is set, so the close serves.
+        let mut first = Box::pin(semaphore.acquire(1));
+        assert!(poll_once(first.as_mut(), Waker::noop()).is_pending());
+
+        let second = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || block_on(semaphore.acquire(1)).map(drop))
+        };
+        let closer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.close())
+        };
+        closer.join().unwrap();
+        assert_eq!(second.join().unwrap(), Err(AcquireError::Closed));
+        assert!(matches!(
+            poll_once(first.as_mut(), Waker::noop()),
+            Poll::Ready(Err(AcquireError::Closed))
+        ));
+        drop(first);
+        drop(held);
+        assert_idle(&semaphore);
+    });
+}
