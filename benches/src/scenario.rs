@@ -457,17 +457,7 @@ fn park_cancel<P: Peer>(batches: u32) -> (f64, f64) {
     for _ in 0..batches {
         parked.extend((0..PARK_BATCH).map(|_| sem.acquire(1)));
         let start = Instant::now();
-        for future in &mut parked {
-            // SAFETY: `parked` never reallocates (its capacity is PARK_BATCH) and
-            // its elements are only dropped in place by `clear`, so each future
-            // stays at this address until it is dropped.
-            let future = unsafe { std::pin::Pin::new_unchecked(future) };
-            assert!(
-                future.poll(&mut cx).is_pending(),
-                "{}: did not park",
-                P::NAME
-            );
-        }
+        poll_each_pending::<P, _>(&mut parked, &mut cx, "did not park");
         let parked_at = Instant::now();
         parked.clear();
         let cancelled_at = Instant::now();
@@ -487,6 +477,19 @@ fn park_cancel<P: Peer>(batches: u32) -> (f64, f64) {
     assert!(sem.try_acquire(1).is_some(), "{}: unit lost", P::NAME);
     let ops = u64::from(batches) * PARK_BATCH as u64;
     (per_op(park, ops), per_op(cancel, ops))
+}
+
+/// Polls each future of `parked` once, in place, and asserts it is pending
+/// (`what` says what it means if not). The caller keeps every future at its
+/// address until it is dropped: S7's `Vec` never reallocates (it is filled to
+/// its capacity, [`PARK_BATCH`]) and drops its futures in place (`clear`).
+fn poll_each_pending<P: Peer, F: Future>(parked: &mut [F], cx: &mut Context<'_>, what: &str) {
+    for future in parked.iter_mut() {
+        // SAFETY: by the contract above, each future stays at this address
+        // until it is dropped.
+        let future = unsafe { std::pin::Pin::new_unchecked(future) };
+        assert!(future.poll(cx).is_pending(), "{}: {what}", P::NAME);
+    }
 }
 
 /// A task's waker as a runtime makes it: reference-counted, so a clone and a
@@ -511,17 +514,10 @@ fn repoll<P: Peer>(batches: u32) -> f64 {
     let mut repoll = Duration::ZERO;
     for _ in 0..batches {
         parked.extend((0..PARK_BATCH).map(|_| sem.acquire(1)));
-        let mut poll_all = |what: &str| {
-            for future in &mut parked {
-                // SAFETY: as in `park_cancel`: `parked` never reallocates, and
-                // its futures are dropped in place by `clear`.
-                let future = unsafe { std::pin::Pin::new_unchecked(future) };
-                assert!(future.poll(&mut cx).is_pending(), "{}: {what}", P::NAME);
-            }
-        };
-        poll_all("did not park");
+        poll_each_pending::<P, _>(&mut parked, &mut cx, "did not park");
         let start = Instant::now();
-        poll_all("a re-poll was granted with the unit held");
+        let granted = "a re-poll was granted with the unit held";
+        poll_each_pending::<P, _>(&mut parked, &mut cx, granted);
         repoll += start.elapsed();
         parked.clear();
     }
