@@ -283,3 +283,33 @@ fn a_removal_at_the_tail_races_a_claim() {
 fn a_removal_at_the_tail_installs_and_swings() {
     loom::model(a_removal_at_the_tail_races_a_claim);
 }
+
+/// A removal's walk passes a live segment on its way to the one it removes,
+/// while the cursor serves and passes the segments in front: the walk starts
+/// from whichever segment the cursor is in (helping its pass if it meets one),
+/// walks on over the live segment without touching it, and splices out only the
+/// frozen one. The cursor meets every live ticket in order; the removed segment
+/// goes.
+fn a_removal_walks_past_a_live_segment() {
+    let segments = Arc::new(Segments::new());
+    // A: 0 1, B: 2 3 (live), C: 4 5 (given up), D: 6 (live).
+    let live: Vec<_> = (0..4).map(|v| claim_and_publish(&segments, v)).collect();
+    let (c0, c1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
+    let d = claim_and_publish(&segments, 6);
+    segments.cancel(c0);
+    let completer = {
+        let segments = segments.clone();
+        thread::spawn(move || segments.cancel(c1))
+    };
+    let served = serve_published(&segments);
+    completer.join().unwrap();
+    assert_eq!(served, [0, 1, 2, 3, 6], "the cursor lost a ticket");
+    for ticket in live.into_iter().chain([d]) {
+        segments.release(ticket);
+    }
+}
+
+#[test]
+fn a_removal_walks_past_a_live_segment_to_its_own() {
+    loom::model(a_removal_walks_past_a_live_segment);
+}

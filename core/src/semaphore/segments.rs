@@ -1400,6 +1400,36 @@ mod tests {
         segments.release(last);
     }
 
+    /// A removal walks from the cursor's segment past a live one to the
+    /// predecessor of the segment it removes: the live one stays linked, and the
+    /// cursor meets every one of its cells, in ticket order, then the ticket after
+    /// the removed segment.
+    #[test]
+    fn a_removal_walks_past_a_live_segment() {
+        let segments = Segments::new();
+        // Two live segments, one given up, one ticket after them.
+        let live: Vec<_> = (0..2 * CELLS).map(|_| segments.claim()).collect();
+        let given_up: Vec<_> = (0..CELLS).map(|_| segments.claim()).collect();
+        let after = segments.claim();
+        for ticket in given_up {
+            segments.cancel(ticket);
+        }
+        assert_eq!(segments.live_segments(), 3, "the given-up segment stayed");
+        for ticket in live.iter().chain([&after]) {
+            // SAFETY: the only server; each cell is dropped before the advance.
+            let cell = unsafe { segments.current() }.expect("the list ends early");
+            assert!(
+                core::ptr::eq(cell, ticket.cell()),
+                "the cursor skipped a live ticket"
+            );
+            // SAFETY: as above.
+            unsafe { segments.advance() };
+        }
+        for ticket in live.into_iter().chain([after]) {
+            segments.release(ticket);
+        }
+    }
+
     #[test]
     fn tickets_left_unserved_are_freed_with_the_list() {
         let segments = Segments::new();
