@@ -150,3 +150,102 @@ fn threads_park_and_cancel_without_losing_units() {
     assert_eq!((sem.available(), sem.waiters()), (2, 0));
     assert!(sem.try_acquire(2).is_ok());
 }
+
+/// A shrink fails every parked request for more than the new capacity, wherever
+/// it waits and however many there are (more than one wake batch), and leaves the
+/// others waiting in their order.
+#[test]
+fn a_shrink_fails_every_parked_request_that_no_longer_fits() {
+    let sem = Semaphore::new(4);
+    let held = sem.try_acquire(4).unwrap();
+    // Alternately 3 units (too many after the shrink) and 1.
+    let mut parked: Vec<_> = (0..100)
+        .map(|i| Box::pin(sem.acquire(if i % 2 == 0 { 3 } else { 1 })))
+        .collect();
+    for acquire in &mut parked {
+        assert!(poll(acquire.as_mut(), Waker::noop()).is_pending());
+    }
+    assert_eq!(sem.set_capacity(2), 4);
+    for (i, acquire) in parked.iter_mut().enumerate() {
+        let outcome = poll(acquire.as_mut(), Waker::noop());
+        if i % 2 == 0 {
+            assert!(
+                matches!(outcome, Poll::Ready(Err(AcquireError::ExceedsCapacity(_)))),
+                "request {i} for 3 units still waits under a capacity of 2"
+            );
+        } else {
+            assert!(outcome.is_pending(), "request {i} for 1 unit was answered");
+        }
+    }
+    assert_eq!(sem.waiters(), 50);
+    drop(held); // 2 of the 4 retire; 2 go to the first two that wait
+    let granted: Vec<_> = parked
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 1)
+        .map(|(_, acquire)| poll(acquire.as_mut(), Waker::noop()))
+        .map(|outcome| match outcome {
+            Poll::Ready(Ok(permit)) => Some(permit),
+            Poll::Ready(Err(e)) => panic!("a request for 1 unit failed: {e:?}"),
+            Poll::Pending => None,
+        })
+        .collect();
+    assert!(
+        granted[0].is_some() && granted[1].is_some() && granted[2..].iter().all(Option::is_none),
+        "not the first two in order"
+    );
+    drop(granted);
+    drop(parked);
+    assert_eq!((sem.available(), sem.waiters()), (2, 0));
+}
+
+/// A drain closes the semaphore: a parked request ends `Closed` while the drain
+/// waits for the units out, and completes with the last of them. A drain after
+/// that, with nothing out, is ready at once.
+#[test]
+fn a_drain_closes_parked_requests_and_waits_for_the_last_unit() {
+    let sem = Semaphore::new(2);
+    let first = sem.try_acquire(1).unwrap();
+    let last = sem.try_acquire(1).unwrap();
+    let mut parked = pin!(sem.acquire(1));
+    assert!(poll(parked.as_mut(), Waker::noop()).is_pending());
+    let (drain_wakes, drain_waker) = counting();
+    let mut drain = pin!(sem.drain());
+    assert!(poll(drain.as_mut(), &drain_waker).is_pending());
+    assert!(matches!(
+        poll(parked.as_mut(), Waker::noop()),
+        Poll::Ready(Err(AcquireError::Closed))
+    ));
+    drop(first);
+    assert_eq!(
+        drain_wakes.0.load(Ordering::SeqCst),
+        0,
+        "a unit is still out"
+    );
+    assert!(poll(drain.as_mut(), &drain_waker).is_pending());
+    drop(last);
+    assert_eq!(drain_wakes.0.load(Ordering::SeqCst), 1);
+    assert!(poll(drain.as_mut(), &drain_waker).is_ready());
+    let mut again = pin!(sem.drain());
+    assert!(poll(again.as_mut(), Waker::noop()).is_ready());
+    assert_eq!((sem.available(), sem.waiters()), (2, 0));
+}
+
+/// A close with nothing to drain leaves the queue as if empty: after the units
+/// return, a drain is ready at once.
+#[test]
+fn a_close_with_units_out_then_a_drain_once_they_are_back() {
+    let sem = Semaphore::new(2);
+    let held = sem.try_acquire(2).unwrap();
+    let mut parked = pin!(sem.acquire(1));
+    assert!(poll(parked.as_mut(), Waker::noop()).is_pending());
+    sem.close();
+    drop(held);
+    assert!(matches!(
+        poll(parked.as_mut(), Waker::noop()),
+        Poll::Ready(Err(AcquireError::Closed))
+    ));
+    let mut drain = pin!(sem.drain());
+    assert!(poll(drain.as_mut(), Waker::noop()).is_ready());
+    assert_eq!((sem.available(), sem.waiters()), (2, 0));
+}

@@ -2,7 +2,8 @@
 //! until the queue has let go of its node: the one wait in the crate. These models
 //! run that build (`ci/loom.sh` runs this file with `--no-default-features`): a
 //! parked future dropped while another thread serves, a granted one dropped while
-//! the server is still finishing with its node, and a join after its own grant.
+//! the server is still finishing with its node, a parked one dropped while a
+//! close resolves it, and a join after its own grant.
 //! Loom checks the drop never returns while the server can still touch the node
 //! (a cell access after the drop would race the next use of that memory), that no
 //! stale `QUEUED` is left, and that nothing hangs.
@@ -49,6 +50,25 @@ fn a_granted_future_dropped_at_once() {
         let releaser = thread::spawn(move || drop(held));
         drop(block_on(waiter).expect("not closed"));
         releaser.join().unwrap();
+        assert_idle(semaphore);
+    });
+}
+
+/// A close resolves a parked request while its owner drops it on another thread:
+/// whichever wins, nothing comes back that was not taken (a close takes no
+/// units, so a close that lost to the cancel gives nothing back), and the drop
+/// returns only once the close has let go of the node.
+#[test]
+fn a_close_racing_a_drop_gives_back_nothing() {
+    loom::model(|| {
+        let semaphore = leak(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+        let mut x = Box::pin(semaphore.acquire(1));
+        assert!(poll_once(x.as_mut(), Waker::noop()).is_pending());
+        let dropper = thread::spawn(move || drop(x));
+        semaphore.close();
+        dropper.join().unwrap();
+        drop(held);
         assert_idle(semaphore);
     });
 }
