@@ -204,26 +204,38 @@ fn without_the_freeze_nothing_is_removed() {
     );
 }
 
-/// The cursor passes the segment in front of one being removed: the removal's
-/// splice and the cursor's pass race on the same link (one wins; a walker that
-/// meets the pass helps it finish), and the cursor serves what follows.
-fn the_cursor_passes_while_a_segment_is_spliced() {
+/// A removal races the cursor: `live_in_front` published tickets (whole
+/// segments), then a segment given up whose last cancel runs on another thread,
+/// then one more published ticket, while the cursor serves. The completing
+/// cancel walks from the cursor's segment to the given-up one's predecessor and
+/// splices it out; the cursor serves every live ticket in order.
+fn a_removal_races_the_cursor(live_in_front: usize) {
     let segments = Arc::new(Segments::new());
-    // A: 0 1 (live), B: 2 3 (given up), C: 4 (live).
-    let a: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
-    let (b0, b1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
-    let c = claim_and_publish(&segments, 4);
-    segments.cancel(b0);
+    let live: Vec<_> = (0..live_in_front)
+        .map(|v| claim_and_publish(&segments, v))
+        .collect();
+    let (given_up, last) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
+    let after = claim_and_publish(&segments, live_in_front + 2);
+    segments.cancel(given_up);
     let completer = {
         let segments = segments.clone();
-        thread::spawn(move || segments.cancel(b1))
+        thread::spawn(move || segments.cancel(last))
     };
     let served = serve_published(&segments);
     completer.join().unwrap();
-    assert_eq!(served, [0, 1, 4], "the cursor lost a ticket");
-    for ticket in a.into_iter().chain([c]) {
+    let expected: Vec<_> = (0..live_in_front).chain([live_in_front + 2]).collect();
+    assert_eq!(served, expected, "the cursor lost a ticket");
+    for ticket in live.into_iter().chain([after]) {
         segments.release(ticket);
     }
+}
+
+/// The cursor passes the segment in front of one being removed (A: 0 1 live,
+/// B: 2 3 given up, C: 4 live): the removal's splice and the cursor's pass race
+/// on the same link (one wins; a walker that meets the pass helps it finish),
+/// and the cursor serves what follows.
+fn the_cursor_passes_while_a_segment_is_spliced() {
+    a_removal_races_the_cursor(2);
 }
 
 #[test]
@@ -284,29 +296,13 @@ fn a_removal_at_the_tail_installs_and_swings() {
     loom::model(a_removal_at_the_tail_races_a_claim);
 }
 
-/// A removal's walk passes a live segment on its way to the one it removes,
-/// while the cursor serves and passes the segments in front: the walk starts
-/// from whichever segment the cursor is in (helping its pass if it meets one),
-/// walks on over the live segment without touching it, and splices out only the
-/// frozen one. The cursor meets every live ticket in order; the removed segment
-/// goes.
+/// A removal's walk passes a live segment on its way to the one it removes
+/// (A: 0 1, B: 2 3 live, C: 4 5 given up, D: 6 live), while the cursor serves
+/// and passes the segments in front: the walk starts from whichever segment the
+/// cursor is in (helping its pass if it meets one), walks on over the live
+/// segment without touching it, and splices out only the frozen one.
 fn a_removal_walks_past_a_live_segment() {
-    let segments = Arc::new(Segments::new());
-    // A: 0 1, B: 2 3 (live), C: 4 5 (given up), D: 6 (live).
-    let live: Vec<_> = (0..4).map(|v| claim_and_publish(&segments, v)).collect();
-    let (c0, c1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
-    let d = claim_and_publish(&segments, 6);
-    segments.cancel(c0);
-    let completer = {
-        let segments = segments.clone();
-        thread::spawn(move || segments.cancel(c1))
-    };
-    let served = serve_published(&segments);
-    completer.join().unwrap();
-    assert_eq!(served, [0, 1, 2, 3, 6], "the cursor lost a ticket");
-    for ticket in live.into_iter().chain([d]) {
-        segments.release(ticket);
-    }
+    a_removal_races_the_cursor(4);
 }
 
 #[test]
