@@ -15,7 +15,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_MIRI:-$PWD/target-miri}"
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance}"
 set -x
 cargo +nightly miri test -p admit --lib --tests "$@"
-# Without `alloc`: nodes inside the futures.
-cargo +nightly miri test -p admit --no-default-features --test inline_nodes "$@"
+# Without `alloc`: nodes inside the futures; every test that build runs.
+cargo +nightly miri test -p admit --no-default-features --lib --tests "$@"
 # The threaded hammer again under eight more schedules.
 MIRIFLAGS="$MIRIFLAGS -Zmiri-many-seeds=1..9" cargo +nightly miri test -p admit --test hammer "$@"

@@ -1,23 +1,21 @@
 //! The semaphore's lifecycle: live capacity (grow, shrink), drain, and the permit
 //! operations (split, merge, forget); and the blocking acquire for threads. Units
 //! in use never exceed the capacity in force, and nothing is lost.
-// Needs the `std` feature (the feature powerset builds every test target).
-#![cfg(feature = "std")]
+//!
+//! Runs in every build, so that the wait queue without `alloc` (the nodes in the
+//! futures) is tested too; owned permits need `alloc`, the blocking acquire `std`.
 
 mod wakers;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use admit::{AcquireError, AcquireTimeoutError, ExceedsCapacity, Semaphore, TryAcquireError};
+use admit::{AcquireError, ExceedsCapacity, Semaphore, TryAcquireError};
 use wakers::Task;
 
 #[test]
 fn growing_serves_parked_requests_in_fifo_order() {
-    let sem = Arc::new(Semaphore::new(2));
-    let held = sem.clone().try_acquire_owned(2).unwrap();
-    let mut two = Task::new(sem.clone().acquire_owned(2));
-    let mut one = Task::new(sem.clone().acquire_owned(1));
+    let sem = Semaphore::new(2);
+    let held = sem.try_acquire(2).unwrap();
+    let mut two = Task::new(sem.acquire(2));
+    let mut one = Task::new(sem.acquire(1));
     two.pending();
     one.pending();
 
@@ -178,7 +176,7 @@ fn a_dropped_drain_leaves_the_queue_whole() {
 
 #[test]
 fn split_and_merge_move_units_between_permits_and_lose_none() {
-    let sem = Arc::new(Semaphore::new(4));
+    let sem = Semaphore::new(4);
     let mut permit = sem.try_acquire(3).unwrap();
     assert!(permit.split(3).is_none(), "a permit never holds nothing");
     let one = permit.split(1).unwrap();
@@ -190,14 +188,28 @@ fn split_and_merge_move_units_between_permits_and_lose_none() {
     assert_eq!((permit.units(), sem.available()), (3, 1));
     drop(permit);
     assert_eq!(sem.available(), 4);
+}
 
+#[cfg(feature = "alloc")]
+#[test]
+fn owned_permits_split_merge_and_forget_too() {
+    let sem = std::sync::Arc::new(Semaphore::new(4));
     let mut owned = sem.clone().try_acquire_owned(2).unwrap();
     let half = owned.split(1).unwrap();
     owned.merge(half);
     owned.merge(sem.clone().try_acquire_owned(2).unwrap());
     assert_eq!((owned.units(), sem.available()), (4, 0));
+    let gone = owned.split(1).unwrap();
+    let mut parked = Task::new(sem.clone().acquire_owned(4));
+    parked.pending();
+    gone.forget();
+    assert_eq!((sem.capacity(), sem.available()), (3, 0));
+    assert!(
+        matches!(parked.ready(), Err(AcquireError::ExceedsCapacity(_))),
+        "4 units can no longer be had"
+    );
     drop(owned);
-    assert_eq!(sem.available(), 4);
+    assert_eq!(sem.available(), 3);
 }
 
 #[test]
@@ -210,10 +222,10 @@ fn merging_permits_of_two_semaphores_panics() {
 
 #[test]
 fn forget_takes_the_units_out_of_the_capacity_for_good() {
-    let sem = Arc::new(Semaphore::new(4));
-    let kept = sem.clone().try_acquire_owned(1).unwrap();
+    let sem = Semaphore::new(4);
+    let kept = sem.try_acquire(1).unwrap();
     let gone = sem.try_acquire(2).unwrap();
-    let mut parked = Task::new(sem.clone().acquire_owned(4));
+    let mut parked = Task::new(sem.acquire(4));
     parked.pending();
     gone.forget();
     assert_eq!((sem.capacity(), sem.available()), (2, 1));
@@ -227,9 +239,10 @@ fn forget_takes_the_units_out_of_the_capacity_for_good() {
     drain.ready(); // every remaining unit is back
 }
 
+#[cfg(feature = "std")]
 #[test]
 fn blocking_acquires_queue_with_async_ones_in_fifo_order() {
-    let sem = Arc::new(Semaphore::new(1));
+    let sem = std::sync::Arc::new(Semaphore::new(1));
     let held = sem.clone().try_acquire_owned(1).unwrap();
     let mut parked_first = Task::new(sem.clone().acquire_owned(1));
     parked_first.pending();
@@ -254,8 +267,12 @@ fn blocking_acquires_queue_with_async_ones_in_fifo_order() {
     assert_eq!((sem.available(), sem.waiters()), (1, 0));
 }
 
+#[cfg(feature = "std")]
 #[test]
 fn a_blocking_acquire_past_its_deadline_leaves_the_queue() {
+    use admit::AcquireTimeoutError;
+    use std::time::{Duration, Instant};
+
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
     let deadline = Instant::now() + Duration::from_millis(20);

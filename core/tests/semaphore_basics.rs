@@ -1,10 +1,12 @@
 //! The semaphore's API contract: capacity bounds, zero-unit panics, oversize
 //! requests, close, owned permits, diagnostics.
-// Needs the `alloc` feature (the feature powerset builds every test target).
-#![cfg(feature = "alloc")]
+//!
+//! Runs in every build (the wait queue without `alloc` too); the owned permits'
+//! tests, and the size bounds of the build with `alloc`, need `alloc`.
 
 mod wakers;
 
+#[cfg(feature = "alloc")]
 use std::sync::Arc;
 
 use admit::{AcquireError, ExceedsCapacity, Semaphore, TryAcquireError};
@@ -45,12 +47,14 @@ fn acquire_zero_panics_at_the_call() {
     drop(Semaphore::new(1).acquire(0));
 }
 
+#[cfg(feature = "alloc")]
 #[test]
 #[should_panic(expected = "zero units")]
 fn acquire_owned_zero_panics() {
     drop(Arc::new(Semaphore::new(1)).acquire_owned(0));
 }
 
+#[cfg(feature = "alloc")]
 #[test]
 #[should_panic(expected = "zero units")]
 fn try_acquire_owned_zero_panics() {
@@ -136,6 +140,7 @@ fn a_grant_made_before_close_is_still_delivered() {
     assert_eq!(sem.available(), 1);
 }
 
+#[cfg(feature = "alloc")]
 #[test]
 fn owned_permit_moves_to_another_thread() {
     let sem = Arc::new(Semaphore::new(3));
@@ -152,6 +157,7 @@ fn owned_permit_moves_to_another_thread() {
     assert_eq!(also.semaphore().available(), 2);
 }
 
+#[cfg(feature = "alloc")]
 #[test]
 fn owned_acquire_parks_and_is_granted_like_a_borrowed_one() {
     let sem = Arc::new(Semaphore::new(1));
@@ -204,7 +210,7 @@ fn debug_shows_the_state() {
 /// The contract's size bounds on 64-bit targets: an unpolled acquire future at
 /// most 64 bytes, a permit 16, and the semaphore one 128-byte block.
 #[test]
-#[cfg(target_pointer_width = "64")]
+#[cfg(all(target_pointer_width = "64", feature = "alloc"))]
 fn futures_permits_and_the_semaphore_stay_small() {
     let sem = Arc::new(Semaphore::new(1));
     assert!(size_of_val(&sem.acquire(1)) <= 64);

@@ -1,13 +1,11 @@
 //! Property 4, no lost and no needless wake-ups: when units come back every waiter
 //! that can now be served is woken, once, and no other.
-// Needs the `alloc` feature (the feature powerset builds every test target).
-#![cfg(feature = "alloc")]
+//!
+//! Runs in every build, so the wait queue without `alloc` is held to it too.
 
 mod wakers;
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use admit::Semaphore;
@@ -121,11 +119,11 @@ fn a_release_on_another_thread_wakes_the_parked_waiter() {
 /// granted on the slow path instead of parking.
 #[test]
 fn units_released_by_a_waker_clone_are_granted_on_the_first_poll() {
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::Mutex;
     use std::task::{RawWaker, RawWakerVTable};
 
-    static SEM: OnceLock<Arc<Semaphore>> = OnceLock::new();
-    static HELD: Mutex<Option<admit::OwnedPermit>> = Mutex::new(None);
+    static SEM: Semaphore = Semaphore::new(3);
+    static HELD: Mutex<Option<admit::Permit<'static>>> = Mutex::new(None);
     fn clone(_: *const ()) -> RawWaker {
         drop(HELD.lock().unwrap().take()); // the release lands mid-poll
         RawWaker::new(std::ptr::null(), &VTABLE)
@@ -133,8 +131,8 @@ fn units_released_by_a_waker_clone_are_granted_on_the_first_poll() {
     fn noop(_: *const ()) {}
     static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
 
-    let sem = SEM.get_or_init(|| Arc::new(Semaphore::new(3)));
-    *HELD.lock().unwrap() = Some(sem.clone().try_acquire_owned(2).unwrap());
+    let sem = &SEM;
+    *HELD.lock().unwrap() = Some(sem.try_acquire(2).unwrap());
     // SAFETY: the vtable never touches the null data pointer.
     let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
     let mut fut = Box::pin(sem.acquire(3));
@@ -147,6 +145,7 @@ fn units_released_by_a_waker_clone_are_granted_on_the_first_poll() {
 
 /// A waker that counts its clones (`std::task::Wake` wakers clone an `Arc`,
 /// which no test can see at rest: the clone replaces the one it drops).
+#[cfg(feature = "alloc")]
 mod clone_counting {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -199,9 +198,14 @@ mod clone_counting {
 /// A re-poll by the task that registered the waker (the usual case: woken
 /// spuriously, or by a `select!` sibling) clones nothing and writes nothing;
 /// a re-poll by another waker still registers it, and so does the first one
-/// coming back after that.
+/// coming back after that. (The cell queue's shortcut: without `alloc` the node
+/// queue registers the waker again on every re-poll.)
+#[cfg(feature = "alloc")]
 #[test]
 fn a_repoll_with_the_registered_waker_clones_nothing() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
     let (a, a_counts) = clone_counting::waker();
