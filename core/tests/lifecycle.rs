@@ -122,6 +122,53 @@ fn a_shrink_fails_parked_requests_that_no_longer_fit() {
     assert!(small.ready().is_ok());
 }
 
+/// More requests that no longer fit than one wake batch holds: the sweep goes
+/// on until every one has failed, and leaves the others waiting in their order.
+#[test]
+fn a_shrink_fails_more_parked_requests_than_one_wake_batch() {
+    let sem = Semaphore::new(4);
+    let held = sem.try_acquire(4).unwrap();
+    // Alternately 3 units (too many after the shrink) and 1.
+    let mut parked: Vec<_> = (0..100)
+        .map(|i| Task::new(sem.acquire(if i % 2 == 0 { 3 } else { 1 })))
+        .collect();
+    for task in &mut parked {
+        task.pending();
+    }
+    sem.set_capacity(2);
+    for (i, task) in parked.iter_mut().enumerate() {
+        if i % 2 == 0 {
+            assert!(
+                matches!(task.ready(), Err(AcquireError::ExceedsCapacity(_))),
+                "request {i} for 3 units still waits under a capacity of 2"
+            );
+        } else {
+            assert!(
+                task.poll().is_pending(),
+                "request {i} for 1 unit was answered"
+            );
+        }
+    }
+    assert_eq!(sem.waiters(), 50);
+    drop(held); // 2 of the 4 retire; 2 go to the first two that wait
+    let granted: Vec<_> = parked
+        .iter_mut()
+        .skip(1)
+        .step_by(2)
+        .map(|task| match task.poll() {
+            std::task::Poll::Ready(outcome) => Some(outcome.expect("1 unit fits")),
+            std::task::Poll::Pending => None,
+        })
+        .collect();
+    assert!(
+        granted[0].is_some() && granted[1].is_some() && granted[2..].iter().all(Option::is_none),
+        "not the first two in order"
+    );
+    drop(granted);
+    drop(parked);
+    assert_eq!((sem.available(), sem.waiters()), (2, 0));
+}
+
 #[test]
 fn drain_completes_when_the_last_unit_returns() {
     let sem = Semaphore::new(3);
@@ -142,6 +189,22 @@ fn drain_completes_when_the_last_unit_returns() {
     assert_eq!(drain.wakes(), 1);
     drain.ready();
     assert_eq!((sem.available(), sem.waiters()), (3, 0));
+    Task::new(sem.drain()).ready(); // and again, at once
+}
+
+/// A close with nothing to drain leaves the queue as if empty: once the units
+/// are back, a drain is ready at once.
+#[test]
+fn a_drain_after_a_close_is_ready_once_the_units_are_back() {
+    let sem = Semaphore::new(2);
+    let held = sem.try_acquire(2).unwrap();
+    let mut parked = Task::new(sem.acquire(1));
+    parked.pending();
+    sem.close();
+    drop(held);
+    assert_eq!(parked.ready().unwrap_err(), AcquireError::Closed);
+    Task::new(sem.drain()).ready();
+    assert_eq!((sem.available(), sem.waiters()), (2, 0));
 }
 
 #[test]
