@@ -61,6 +61,10 @@ pub(crate) enum Mechanism {
     /// After a close, drain waiters keep `QUEUED` set, so the release that brings
     /// the last unit back serves them.
     DrainKeepsQueued,
+    /// The claimer that finds the first segment installed puts its address in
+    /// `tail`, without the readers in transit that `head`'s word may count.
+    #[cfg(feature = "alloc")]
+    StartTakesTheAddress,
     /// The segment list's swing hands the helpers counted in `tail` over to the
     /// segment's own count. Off: it drops `tail`'s reference alone, and the
     /// helpers' releases take the count below what is still in use.

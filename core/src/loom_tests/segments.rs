@@ -309,3 +309,49 @@ fn a_removal_walks_past_a_live_segment() {
 fn a_removal_walks_past_a_live_segment_to_its_own() {
     loom::model(a_removal_walks_past_a_live_segment);
 }
+
+/// Two first claims race, and with them a walk from `head` (a sweep's, by the
+/// server): the walker counts itself in `head`'s word while it reads it. The
+/// claimer that finds the first segment installed by the other must put its
+/// address alone in `tail`: with the walker's count it would start the tickets
+/// at 1, and the ticket never claimed would keep the segment alive for ever
+/// (the drop's check: "a segment leaked").
+fn first_claims_race_a_walk_from_head() {
+    let segments = Arc::new(Segments::new());
+    let claimers: Vec<_> = (0..2)
+        .map(|_| {
+            let segments = segments.clone();
+            thread::spawn(move || {
+                let ticket = segments.claim();
+                segments.release(ticket);
+            })
+        })
+        .collect();
+    let mut visited = 0;
+    // SAFETY: this thread is the only server.
+    unsafe {
+        segments.scan(|_| {
+            visited += 1;
+            true
+        });
+    }
+    assert!(visited <= CELLS);
+    for claimer in claimers {
+        claimer.join().unwrap();
+    }
+}
+
+#[test]
+fn the_first_claims_race_a_walk_from_head() {
+    loom::model(first_claims_race_a_walk_from_head);
+}
+
+/// Negative control: `tail` copied from `head`'s word with the walker's count.
+#[test]
+fn a_tail_with_the_walkers_count_leaks_the_first_segment() {
+    without(
+        Mechanism::StartTakesTheAddress,
+        "a segment leaked",
+        first_claims_race_a_walk_from_head,
+    );
+}

@@ -639,8 +639,15 @@ impl Segments {
                 // SAFETY: never shared.
                 unsafe { Segment::free(first) };
                 // No ticket of it is claimed until `tail` names it, so the
-                // cursor cannot have passed it: `head` still names it.
-                actual
+                // cursor cannot have passed it: `head` still names it. Its word
+                // may count readers in transit (a sweep's or a removal's walk):
+                // `tail` takes the address alone, or its count would start there.
+                let head = target(actual).expect("installed");
+                if Mechanism::StartTakesTheAddress.on() {
+                    Word::of(head)
+                } else {
+                    actual
+                }
             }
         };
         // Whoever wins puts `head`'s segment in `tail`.
