@@ -56,8 +56,30 @@ pub(crate) enum Mechanism {
     /// While units are being retired after a shrink, fast paths refuse: a unit a
     /// release brings back goes to the retirement, not to whoever comes first.
     RetiringBlocksFastPath,
-    /// The server grants nothing while it still owes units to a retirement.
-    DebtBeforeGrants,
+    /// A parker that finds after its join that the capacity no longer fits its
+    /// request asks for a sweep: a shrink that lowered the capacity after the
+    /// request checked it may have swept the queue before the request was in it.
+    JoinSweepsOversize,
+    /// A check that every unit is back reads the capacity and the units with no
+    /// resize in flight and none begun meanwhile: never one change of a resize
+    /// without the other.
+    ResizeSeqlock,
+    /// A check for every unit back that failed on resizes in flight asks the
+    /// last of them to serve when it ends, so that the drain waiter is looked
+    /// at again.
+    DeferredCheckServes,
+    /// A forget reads and writes the state word between lowering the capacity
+    /// and marking it lowered, as a shrink does with `RETIRING`: a parker's join
+    /// is ordered before (the sweep sees it) or after (it sees the capacity).
+    ForgetOrdersAfterJoins,
+    /// The mark that the capacity was lowered is a read-modify-write, so that
+    /// the pass that consumes it synchronizes with whoever made it.
+    LoweredMarkIsRmw,
+    /// A server's take for the head refuses while `RETIRING` is set: once the
+    /// server has paid its debt it clears the flag, so finding it set again means
+    /// a shrink posted after the server settled, and the pass goes round to pay
+    /// that first.
+    RetiringStopsGrants,
     /// After a close, drain waiters keep `QUEUED` set, so the release that brings
     /// the last unit back serves them.
     DrainKeepsQueued,

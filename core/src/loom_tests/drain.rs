@@ -78,3 +78,77 @@ fn a_pass_closing_mid_way_answers_the_drain() {
         drain_parking_during_a_pass,
     );
 }
+
+/// Capacity 2, one unit held; a drain races a shrink to 1, which moves the
+/// capacity first and posts the unit it owes after. The drain must not count the
+/// free unit as every unit back against the lowered capacity: it completes only
+/// once the held unit has come back (and retired).
+fn drain_against_a_shrink() {
+    let sem = Arc::new(Semaphore::new(2));
+    let held = sem.clone().try_acquire_owned(1).unwrap();
+    let shrinker = {
+        let sem = sem.clone();
+        thread::spawn(move || {
+            sem.set_capacity(1);
+        })
+    };
+    let mut drain = Box::pin(sem.drain());
+    let first = poll_once(drain.as_mut(), Waker::noop());
+    shrinker.join().unwrap();
+    assert!(
+        first.is_pending() && poll_once(drain.as_mut(), Waker::noop()).is_pending(),
+        "the drain completed with a unit held"
+    );
+    drop(held);
+    block_on(drain);
+    assert_eq!((sem.capacity(), sem.available()), (1, 1));
+}
+
+#[test]
+fn a_drain_racing_a_shrink_waits_for_the_held_unit() {
+    loom::model(drain_against_a_shrink);
+}
+
+/// Negative control: a check that reads the capacity and the units while the
+/// shrink is between its two changes sees the lowered capacity all free.
+#[test]
+fn without_the_resize_seqlock_the_drain_ends_with_a_unit_held() {
+    without(
+        Mechanism::ResizeSeqlock,
+        "the drain completed with a unit held",
+        drain_against_a_shrink,
+    );
+}
+
+/// Capacity 1, nothing held; a drain races a grow to 2. Whether the drain's
+/// checks meet the grow in flight or not, the drain completes: a check that
+/// failed on the grow is made again when the grow ends, even though nothing
+/// was queued when the grow released its unit.
+fn drain_against_a_grow() {
+    let sem = Arc::new(Semaphore::new(1));
+    let grower = {
+        let sem = sem.clone();
+        thread::spawn(move || {
+            sem.add_units(1);
+        })
+    };
+    block_on(sem.drain());
+    grower.join().unwrap();
+    assert_eq!((sem.capacity(), sem.available()), (2, 2));
+}
+
+#[test]
+fn a_drain_racing_a_grow_completes() {
+    loom::model(drain_against_a_grow);
+}
+
+/// Negative control: if the end of the grow does not serve for the check it
+/// made fail, the drain waits for ever.
+#[test]
+fn without_the_deferred_serve_the_drain_misses_the_grow() {
+    without(
+        Mechanism::DeferredCheckServes,
+        DEADLOCK,
+        drain_against_a_grow,
+    );
+}

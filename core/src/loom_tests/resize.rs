@@ -3,13 +3,13 @@
 //! returned unit first, not by a server that meets one mid-pass — and a grow
 //! serves the parked head.
 
-use core::task::Waker;
+use core::task::{Poll, Waker};
 use std::boxed::Box;
 use std::sync::Arc;
 
 use super::support::{assert_idle, poll_once, without};
 use crate::mechanism::Mechanism;
-use crate::Semaphore;
+use crate::{AcquireError, OwnedPermit, Semaphore};
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
@@ -95,14 +95,166 @@ fn a_serving_pass_pays_the_retirement_before_granting() {
     loom::model(server_pass_after_a_shrink);
 }
 
-/// Negative control: a server that grants while units are still owed hands a
-/// returned unit to the waiter.
+/// Negative control: a take for the head that ignores `RETIRING` (set while
+/// units are owed) hands a returned unit to the waiter.
 #[test]
 fn without_paying_first_a_server_grants_a_unit_owed() {
     without(
-        Mechanism::DebtBeforeGrants,
+        Mechanism::RetiringStopsGrants,
         "granted past the lowered capacity",
         server_pass_after_a_shrink,
+    );
+}
+
+/// Capacity 2, both units held, two requests parked (2 units, then 1). The
+/// holder lets go, and its serving pass races a shrink to 1 and a grow back to 2
+/// on another thread. However they meet, at most 2 units are granted: a pass
+/// that settled before the shrink posted must not hand out the units the shrink
+/// owes (the shrink's free ones, or the grow's) as if nothing were owed.
+fn a_pass_in_flight_meets_a_shrink_and_a_grow() {
+    let sem = Arc::new(Semaphore::new(2));
+    let held = sem.clone().try_acquire_owned(2).unwrap();
+    let mut first = Box::pin(sem.clone().acquire_owned(2));
+    let mut second = Box::pin(sem.clone().acquire_owned(1));
+    assert!(poll_once(first.as_mut(), Waker::noop()).is_pending());
+    assert!(poll_once(second.as_mut(), Waker::noop()).is_pending());
+    let resizer = {
+        let sem = sem.clone();
+        thread::spawn(move || {
+            sem.set_capacity(1);
+            sem.set_capacity(2);
+        })
+    };
+    drop(held);
+    resizer.join().unwrap();
+    // Both polled before either permit goes back.
+    let first = poll_once(first.as_mut(), Waker::noop());
+    let second = poll_once(second.as_mut(), Waker::noop());
+    let units = |granted: &Poll<Result<OwnedPermit, _>>| match granted {
+        Poll::Ready(Ok(permit)) => permit.units(),
+        // The shrink to 1 fails the request for 2.
+        Poll::Ready(Err(AcquireError::ExceedsCapacity(_))) | Poll::Pending => 0,
+        Poll::Ready(Err(e)) => panic!("unexpected {e:?}"),
+    };
+    let granted = units(&first) + units(&second);
+    assert!(
+        granted <= 2,
+        "granted past the capacity: {granted} units of 2"
+    );
+}
+
+#[test]
+fn a_pass_in_flight_grants_nothing_a_shrink_owes() {
+    loom::model(a_pass_in_flight_meets_a_shrink_and_a_grow);
+}
+
+/// Negative control: a take for the head that ignores `RETIRING` grants the
+/// units of the grow (or the shrink's free one) to both requests.
+#[test]
+fn without_retiring_stopping_grants_a_pass_in_flight_grants_units_owed() {
+    without(
+        Mechanism::RetiringStopsGrants,
+        "granted past the capacity",
+        a_pass_in_flight_meets_a_shrink_and_a_grow,
+    );
+}
+
+/// Capacity 2, one unit held for good: a request for 2 checks the capacity and
+/// parks while a shrink to 1 races it. Once both have returned the request has
+/// failed with `ExceedsCapacity`, however they met: no release will come to
+/// serve it, so the shrink's sweep or the parker itself must see it.
+fn a_request_checked_before_a_shrink() {
+    let sem = Arc::new(Semaphore::new(2));
+    let held = sem.clone().try_acquire_owned(1).unwrap();
+    let shrinker = {
+        let sem = sem.clone();
+        thread::spawn(move || {
+            sem.set_capacity(1);
+        })
+    };
+    let mut request = Box::pin(sem.clone().acquire_owned(2));
+    let first = poll_once(request.as_mut(), Waker::noop());
+    shrinker.join().unwrap();
+    let outcome = match first {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => match poll_once(request.as_mut(), Waker::noop()) {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => panic!("a request over the new capacity is still parked"),
+        },
+    };
+    assert!(
+        matches!(outcome, Err(AcquireError::ExceedsCapacity(_))),
+        "{outcome:?}"
+    );
+    drop(held);
+    assert_idle(&sem);
+}
+
+#[test]
+fn a_request_over_a_capacity_lowered_while_it_parks_fails() {
+    loom::model(a_request_checked_before_a_shrink);
+}
+
+/// Negative control: a parker that does not check the capacity after its join
+/// stays parked when the shrink's sweep ran before it was published.
+#[test]
+fn without_the_check_after_the_join_the_request_stays_parked() {
+    without(
+        Mechanism::JoinSweepsOversize,
+        "a request over the new capacity is still parked",
+        a_request_checked_before_a_shrink,
+    );
+}
+
+/// Capacity 3, two units held, a request for 2 parked (one unit free, and the
+/// head's arrival taken in by a pass); one of the held units is forgotten (the
+/// capacity falls to 2) while a request for 3 parks behind the first. Once both have returned, the request for 3 has
+/// failed: the head waits for a unit that will not come back in the model, so
+/// only the forget's sweep or the parker's own check can answer it.
+fn a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity() {
+    let sem = Arc::new(Semaphore::new(3));
+    let forgotten = sem.clone().try_acquire_owned(1).unwrap();
+    let kept = sem.clone().try_acquire_owned(1).unwrap();
+    let returned = sem.clone().try_acquire_owned(1).unwrap();
+    let mut head = Box::pin(sem.clone().acquire_owned(2));
+    assert!(poll_once(head.as_mut(), Waker::noop()).is_pending());
+    // A pass (the release's) takes the head's arrival in: `ARRIVED` is clear
+    // again when the race begins.
+    drop(returned);
+    let forgetter = thread::spawn(move || forgotten.forget());
+    let mut request = Box::pin(sem.clone().acquire_owned(3));
+    let first = poll_once(request.as_mut(), Waker::noop());
+    forgetter.join().unwrap();
+    let outcome = match first {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => match poll_once(request.as_mut(), Waker::noop()) {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => panic!("a request over the new capacity is still parked"),
+        },
+    };
+    assert!(
+        matches!(outcome, Err(AcquireError::ExceedsCapacity(_))),
+        "{outcome:?}"
+    );
+    drop(kept);
+    drop(block_on(head).expect("not closed"));
+    assert_eq!(sem.capacity(), 2);
+    assert_idle(&sem);
+}
+
+#[test]
+fn a_request_over_a_capacity_a_forget_lowered_fails_behind_the_head() {
+    loom::model(a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity);
+}
+
+/// Negative control: a forget that marks the capacity lowered without ordering
+/// itself against the joins lets a parker and the sweep miss each other.
+#[test]
+fn without_ordering_the_forget_a_request_behind_the_head_stays_parked() {
+    without(
+        Mechanism::ForgetOrdersAfterJoins,
+        "a request over the new capacity is still parked",
+        a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity,
     );
 }
 
@@ -188,4 +340,16 @@ fn a_forget_settles_a_debt_still_partly_owed() {
         assert_eq!(sem.available(), 2, "a debt outlived the settlement");
         block_on(sem.drain());
     });
+}
+
+/// Negative control: a lowering marked by a plain store can be ordered before
+/// a pass's `swap(false)` that read an earlier mark, which then consumes it
+/// without seeing the request that made it.
+#[test]
+fn without_an_rmw_mark_a_parkers_sweep_is_lost() {
+    without(
+        Mechanism::LoweredMarkIsRmw,
+        "a request over the new capacity is still parked",
+        a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity,
+    );
 }

@@ -139,7 +139,8 @@ impl WaitQueue {
         let slot = slot.get_mut();
         let cell = slot.ticket.insert(ticket).cell();
         let prev = state.join();
-        if join_needs_service(prev, units, cell.status.phase() != status::WAITING) {
+        let oversize = self.role.sweep_if_oversize(state, units);
+        if oversize || join_needs_service(prev, units, cell.status.phase() != status::WAITING) {
             self.serve(state);
         }
         cell.status.phase()
@@ -382,6 +383,9 @@ impl Waiters for WaitQueue {
                                 return Stop::HeadDoesNotFit;
                             }
                             HeadTake::Closed => status::CLOSED,
+                            // A shrink posted since this pass settled: stop. It
+                            // set `ARRIVED`, so the pass goes round and pays it.
+                            HeadTake::Retiring => return Stop::HeadDoesNotFit,
                             HeadTake::DoesNotFit => {
                                 // Stop, unless it was cancelled: a read-modify-
                                 // write, so that a cancel ordered after it sees

@@ -140,7 +140,7 @@ use crate::loom::loom_const_fn;
 use cell_queue::{Slot, WaitQueue};
 #[cfg(not(feature = "alloc"))]
 use queue::{Slot, WaitQueue};
-use state::{available, Refused, State, CLOSED, QUEUED, RETIRING, UNITS_OWED};
+use state::{available, Refused, State, CLOSED, QUEUED, UNITS_OWED};
 use wait_status::status;
 
 /// A counting semaphore with weighted, all-or-nothing, first-in-first-out acquires.
@@ -253,16 +253,30 @@ impl Semaphore {
             capacity <= Semaphore::MAX_UNITS,
             "capacity exceeds Semaphore::MAX_UNITS"
         );
+        self.state.begin_resize();
         let previous = self.state.swap_capacity(capacity);
-        if capacity > previous {
+        let owed = if capacity > previous {
             // New units are released like returned ones.
-            self.release(capacity - previous);
+            self.state.release(capacity - previous) & UNITS_OWED != 0
         } else if capacity < previous {
             self.queue.role.post_retirement(previous - capacity);
             self.state.start_retiring();
+            self.queue.role.mark_lowered();
+            true
+        } else {
+            false
+        };
+        self.end_resize(owed);
+        previous
+    }
+
+    /// After a change of the capacity and its units: serves if the change
+    /// concerns the queue (`owed`), or if a check for every unit back failed
+    /// on it meanwhile (a drain waiter to look at again).
+    fn end_resize(&self, owed: bool) {
+        if self.state.end_resize() || owed {
             self.queue.serve(&self.state);
         }
-        previous
     }
 
     /// Adds `units` to the capacity, free at once (tokio's `add_permits`).
@@ -271,8 +285,11 @@ impl Semaphore {
     ///
     /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
     pub fn add_units(&self, units: usize) {
-        self.state.add_capacity(units);
-        self.release(units);
+        self.state.begin_resize();
+        let raised = self.state.add_capacity(units);
+        let owed = raised && self.state.release(units) & UNITS_OWED != 0;
+        self.end_resize(owed);
+        assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
     }
 
     /// Takes `units` held by a permit out of the semaphore for good: its capacity
@@ -280,10 +297,14 @@ impl Semaphore {
     pub(crate) fn forget(&self, units: usize) {
         // The capacity shrinks by the units, as far as it goes; units held above it
         // (after a shrink) were owed to the retirement, and settle it instead.
+        self.state.begin_resize();
         let cut = self.state.forget_capacity(units);
         self.queue.role.post_forget(units - cut);
-        // Parked requests may no longer fit, and a drain may now be complete.
-        self.queue.serve(&self.state);
+        // Parked requests may no longer fit (the sweep), and a drain may now be
+        // complete.
+        self.state.order_after_joins();
+        self.queue.role.mark_lowered();
+        self.end_resize(true);
     }
 
     /// Units free right now. A snapshot for diagnostics: it may change at once.
@@ -433,8 +454,7 @@ impl Semaphore {
     /// Whether every unit is back: available equals the capacity and nothing is
     /// left to retire.
     pub(crate) fn all_units_back(&self) -> bool {
-        let state = self.state.load();
-        state & RETIRING == 0 && available(state) == self.capacity()
+        self.state.all_units_back()
     }
 }
 

@@ -247,7 +247,9 @@ impl WaitQueue {
                 match state.take_for_head(node.units) {
                     HeadTake::Taken => status::GRANTED,
                     HeadTake::Closed => status::CLOSED,
-                    HeadTake::DoesNotFit => return Stop::HeadDoesNotFit,
+                    // A shrink posted since this pass settled: it set
+                    // `ARRIVED`, so the pass goes round and pays it first.
+                    HeadTake::DoesNotFit | HeadTake::Retiring => return Stop::HeadDoesNotFit,
                 }
             };
             // SAFETY: as above.
@@ -439,7 +441,8 @@ impl WaitQueue {
         let resolved = node.phase() != status::WAITING;
         // Cancelled nodes need no parker to serve them: a cancel that pushed
         // one served, or left the pass to the role's holder.
-        if join_needs_service(prev, units, resolved) {
+        let oversize = self.role.sweep_if_oversize(state, units);
+        if oversize || join_needs_service(prev, units, resolved) {
             self.serve(state);
         }
         node.phase()

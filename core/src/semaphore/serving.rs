@@ -146,20 +146,54 @@ impl Role {
     }
 
     /// A shrink posts `units` for the server to retire; the caller then sets
-    /// `RETIRING` and asks for service.
+    /// `RETIRING`, marks the capacity lowered and asks for service.
     pub(crate) fn post_retirement(&self, units: usize) {
         self.retire_posted.fetch_add(units, Ordering::AcqRel);
-        self.lowered.store(true, Ordering::Release);
     }
 
-    /// A forget that lowered the capacity posts it (so the server sweeps), with
-    /// the units it forgot beyond the capacity: those were owed to a retirement,
-    /// and settle it. The caller then asks for service.
+    /// The capacity was lowered: the next pass sweeps for requests it no longer
+    /// fits. Called after the lowering's read-modify-write on the state word (a
+    /// shrink's `RETIRING`, a forget's [`State::order_after_joins`]), so that
+    /// the sweep sees every request that joined before it, and a request that
+    /// joined after it sees the lowered capacity
+    /// ([`sweep_if_oversize`](Self::sweep_if_oversize)).
+    ///
+    /// A read-modify-write, not a store: a store could take its place in the
+    /// flag's order before a pass's `swap(false)` that read an earlier mark,
+    /// and be consumed by a pass that never synchronized with it (loom found
+    /// the request left parked). An RMW comes after that swap, or is the value
+    /// the swap reads.
+    pub(crate) fn mark_lowered(&self) {
+        if Mechanism::LoweredMarkIsRmw.on() {
+            self.lowered.swap(true, Ordering::AcqRel);
+        } else {
+            self.lowered.store(true, Ordering::Release);
+        }
+    }
+
+    /// After a parker's join: if its `units` no longer fit the capacity, asks
+    /// for a sweep and returns `true` (the caller then asks for service). A
+    /// lowering after the request checked the capacity reads and writes the
+    /// state word before it marks the capacity lowered: if that came before
+    /// this join, this `Acquire` read of the capacity sees the lowered one;
+    /// if after, the join's publish comes before the mark, and the sweep the
+    /// mark asks for sees the request.
+    pub(crate) fn sweep_if_oversize(&self, state: &State, units: usize) -> bool {
+        if units > state.capacity() && Mechanism::JoinSweepsOversize.on() {
+            self.mark_lowered();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A forget posts the units it forgot beyond the capacity: those were owed
+    /// to a retirement, and settle it. The caller then marks the capacity
+    /// lowered and asks for service.
     pub(crate) fn post_forget(&self, owed: usize) {
         if owed != 0 {
             self.settle_posted.fetch_add(owed, Ordering::AcqRel);
         }
-        self.lowered.store(true, Ordering::Release);
     }
 
     /// Serves `waiters` now, or leaves it to the thread that is serving. Never
@@ -227,6 +261,13 @@ impl Role {
                 state.clear_arrived();
                 waiters.absorb(state);
                 self.settle(state, server);
+                // Paid up: clear `RETIRING`, so that finding it set again (in the
+                // take for the head) means a shrink posted since, whose units this
+                // pass must not grant. If a parker joined or a shrink posted since
+                // `clear_arrived`, look again first.
+                if server.debt == 0 && !state.clear_retiring() {
+                    continue;
+                }
                 // A load first, as for the posted units (`settle`).
                 if self.lowered.load(Ordering::Relaxed)
                     && self.lowered.swap(false, Ordering::AcqRel)
@@ -240,15 +281,17 @@ impl Role {
                     }
                     server.sweep = false;
                 }
-                let stop = if state.load() & CLOSED != 0 {
-                    let drained = server.debt == 0 && available(state.load()) == state.capacity();
+                let now = state.load();
+                let stop = if now & CLOSED != 0 {
+                    // Read apart from any resize in flight: a shrink posted
+                    // since the settlement owes units still held.
+                    let drained = server.debt == 0 && state.all_units_back();
                     waiters.close(state, drained, wakers)
-                } else if server.debt > 0 && Mechanism::DebtBeforeGrants.on() {
-                    // No grant while units are owed to the retirement: the free
-                    // ones went to it, and a release racing this pass asked for
-                    // service, so the next pass pays with its units first.
-                    Stop::HeadDoesNotFit
                 } else {
+                    // While units are owed, `RETIRING` stays set and the take for
+                    // the head refuses: the free units went to the retirement,
+                    // and a release racing this pass asked for service, so the
+                    // next pass pays with its units first.
                     waiters.grant_from_head(state, wakers)
                 };
                 let mut flags = if server.debt == 0 { RETIRING } else { 0 };

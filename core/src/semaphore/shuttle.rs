@@ -16,6 +16,13 @@
 //! and at the end, once every thread is joined: every unit is back, nobody is
 //! parked, and the fast path takes the whole capacity (no stale `QUEUED`). A lost
 //! wake-up shows as a deadlock, which shuttle reports.
+//!
+//! The lifecycle schedules add a thread that resizes the semaphore (shrinks that
+//! retire held units as they return, grows, `add_units`) while the workers also
+//! forget permits, and one with a drain at a random point: there the bound is the
+//! largest capacity the schedule can reach, and at the end every unit not
+//! forgotten is back in the capacity of the last resize, nobody is parked, and
+//! the drain completed.
 
 extern crate std;
 
@@ -30,7 +37,7 @@ use shuttle::rand::{thread_rng, Rng};
 use shuttle::sync::atomic::{AtomicUsize, Ordering};
 use shuttle::thread;
 
-use crate::Semaphore;
+use crate::{AcquireError, Semaphore};
 
 /// Units held, by the ledger: a holder adds its units after the grant and takes
 /// them off before the release, so this never exceeds the units really in use.
@@ -132,6 +139,151 @@ fn storm(threads: usize, ops: usize, capacity: usize) {
     );
 }
 
+/// The capacities the resizer sets range over `1..=LIFECYCLE_MAX`.
+const LIFECYCLE_MAX: usize = 4;
+/// Each resizer adds at most this many units with `add_units`.
+const LIFECYCLE_ADDS: usize = 2;
+
+/// One worker's random operations while the capacity changes under it: requests
+/// may fail with `ExceedsCapacity` (a shrink below them) or `Closed` (a drain),
+/// and a held unit is sometimes forgotten. Returns the units it forgot.
+fn lifecycle_worker(semaphore: &Arc<Semaphore>, ledger: &Ledger, ops: usize) -> usize {
+    let bound = LIFECYCLE_MAX + LIFECYCLE_ADDS;
+    let mut rng = thread_rng();
+    let mut forgotten = 0;
+    for _ in 0..ops {
+        let units = rng.gen_range(1..=LIFECYCLE_MAX);
+        let result = match rng.gen_range(0..3) {
+            // A blocking acquire, held for a moment; one unit of it sometimes
+            // forgotten.
+            0 => shuttle::future::block_on(semaphore.acquire(units)).map(|mut permit| {
+                ledger.take(units, bound);
+                thread::yield_now();
+                ledger.give(units);
+                if rng.gen_ratio(1, 8) {
+                    if let Some(one) = permit.split(1) {
+                        one.forget();
+                        forgotten += 1;
+                    }
+                }
+                drop(permit);
+            }),
+            // A park dropped at once.
+            1 => {
+                let mut parked = Box::pin(semaphore.acquire(units));
+                match poll_once(parked.as_mut(), Waker::noop()) {
+                    Poll::Ready(Ok(permit)) => {
+                        ledger.take(units, bound);
+                        ledger.give(units);
+                        drop(permit);
+                        Ok(())
+                    }
+                    Poll::Ready(Err(e)) => Err(e),
+                    Poll::Pending => Ok(()),
+                }
+            }
+            // An owned park, cancelled after a yield or seen through.
+            _ => {
+                let mut parked = Box::pin(semaphore.clone().acquire_owned(units));
+                let outcome = match poll_once(parked.as_mut(), Waker::noop()) {
+                    Poll::Ready(outcome) => outcome,
+                    Poll::Pending => {
+                        thread::yield_now();
+                        if rng.gen_bool(0.5) {
+                            continue; // cancelled
+                        }
+                        shuttle::future::block_on(parked)
+                    }
+                };
+                outcome.map(|permit| {
+                    ledger.take(units, bound);
+                    ledger.give(units);
+                    drop(permit);
+                })
+            }
+        };
+        match result {
+            Ok(()) | Err(AcquireError::ExceedsCapacity(_)) => {}
+            Err(AcquireError::Closed) => return forgotten,
+        }
+    }
+    forgotten
+}
+
+/// Shrinks, grows and `add_units` at random points; returns the capacity the
+/// last of them set.
+fn resizer(semaphore: &Semaphore, resizes: usize) -> usize {
+    let mut rng = thread_rng();
+    let mut adds = 0;
+    for _ in 0..resizes {
+        for _ in 0..rng.gen_range(0..4) {
+            thread::yield_now();
+        }
+        if adds < LIFECYCLE_ADDS && rng.gen_ratio(1, 4) {
+            semaphore.add_units(1);
+            adds += 1;
+        } else {
+            let c = rng.gen_range(1..=LIFECYCLE_MAX);
+            semaphore.set_capacity(c);
+        }
+    }
+    semaphore.capacity()
+}
+
+/// `threads` lifecycle workers of `ops` operations, a resizer of `resizes`
+/// resizes, and, if `drain`, a drain at a random point. Checks the end state.
+fn lifecycle_storm(threads: usize, ops: usize, resizes: usize, drain: bool) {
+    let semaphore = Arc::new(Semaphore::new(2));
+    let ledger = Arc::new(Ledger {
+        held: AtomicUsize::new(0),
+    });
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (semaphore, ledger) = (semaphore.clone(), ledger.clone());
+            thread::spawn(move || lifecycle_worker(&semaphore, &ledger, ops))
+        })
+        .collect();
+    let resizing = {
+        let semaphore = semaphore.clone();
+        thread::spawn(move || resizer(&semaphore, resizes))
+    };
+    let draining = drain.then(|| {
+        let (semaphore, ledger) = (semaphore.clone(), ledger.clone());
+        thread::spawn(move || {
+            for _ in 0..thread_rng().gen_range(0..20) {
+                thread::yield_now();
+            }
+            shuttle::future::block_on(semaphore.drain());
+            // Every holder took its units off the ledger before releasing them.
+            let held = ledger.held.load(Ordering::SeqCst);
+            assert_eq!(held, 0, "the drain completed with {held} units held");
+        })
+    });
+    let forgotten: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    resizing.join().unwrap();
+    if let Some(draining) = draining {
+        draining.join().unwrap(); // a lost wake-up of the drain is a deadlock
+    }
+    assert_eq!(ledger.held.load(Ordering::SeqCst), 0);
+    // A forget after the last resize took its unit out of that capacity.
+    let capacity = semaphore.capacity();
+    assert!(capacity <= LIFECYCLE_MAX + LIFECYCLE_ADDS, "{semaphore:?}");
+    assert_eq!(
+        semaphore.available(),
+        capacity,
+        "units lost or not retired ({forgotten} forgotten): {semaphore:?}"
+    );
+    assert_eq!(semaphore.waiters(), 0, "a waiter stranded: {semaphore:?}");
+    if drain {
+        assert!(semaphore.is_closed());
+    } else if capacity > 0 {
+        assert!(
+            semaphore.try_acquire(capacity).is_ok(),
+            "the fast path refused an idle semaphore: {semaphore:?}"
+        );
+    }
+}
+
 /// Iterations per test: `SHUTTLE_ITERATIONS`, or a CI-sized default.
 pub(super) fn iterations() -> usize {
     std::env::var("SHUTTLE_ITERATIONS")
@@ -210,4 +362,26 @@ fn close_during_the_storm() {
         iterations(),
         3,
     );
+}
+
+/// Shrinks, grows and forgets race the storm: units are retired as they return,
+/// parked requests the capacity no longer fits fail, and nothing is lost.
+#[test]
+fn resizes_during_the_storm() {
+    shuttle::check_pct(|| lifecycle_storm(4, 25, 8, false), iterations(), 3);
+}
+
+/// The same with a drain at a random point: it completes once every unit not
+/// forgotten is back, and the workers end with `Closed`.
+#[test]
+fn a_drain_during_a_resizing_storm() {
+    shuttle::check_pct(|| lifecycle_storm(3, 25, 6, true), iterations(), 3);
+}
+
+/// The lifecycle storm under the random scheduler, which found what PCT did
+/// not (a drain racing a shrink; the first claims racing a sweep's walk).
+#[test]
+fn resizes_and_a_drain_random_scheduler() {
+    shuttle::check_random(|| lifecycle_storm(4, 25, 8, false), iterations());
+    shuttle::check_random(|| lifecycle_storm(4, 25, 8, true), iterations());
 }

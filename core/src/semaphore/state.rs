@@ -18,13 +18,23 @@
 //!   every [`State::join`], cleared only by the server ([`State::clear_arrived`]).
 //!   It makes each join change the word, so the server's clearing of `QUEUED` (a
 //!   CAS expecting `ARRIVED` clear) fails if anyone joined after the server took the
-//!   arrivals. `ARRIVED` set implies `QUEUED` set.
+//!   arrivals. `ARRIVED` set implies `QUEUED` or `RETIRING` set.
 //! - `RETIRING`: the capacity was lowered and units still have to be retired. Set
 //!   (with `ARRIVED`) by a shrink after it posted the units to retire; cleared only by
-//!   the server once it retired them all, by the same CAS that clears `QUEUED` (which
-//!   fails if `ARRIVED` was set again). The fast paths refuse while it is set, and
-//!   every release asks for service, so returned units go to the retirement first.
+//!   the server once it retired them all, by a CAS that fails if `ARRIVED` was set
+//!   again: before it grants anything ([`State::clear_retiring`]), or with `QUEUED`
+//!   at the end of a pass. The fast paths refuse while it is set, and every release
+//!   asks for service, so returned units go to the retirement first. The server's
+//!   take for the head refuses too: once the server has cleared it, it is set again
+//!   only by a shrink the server has not paid yet, whose owed units a pass in
+//!   flight must not grant.
 //! - `CLOSED`: set once by [`State::close`], never cleared.
+//!
+//! Beside them, two counts that let a drain's check read the capacity and the
+//! units as one: `resizing` (resizes and forgets between their change of the
+//! capacity and the matching change of the units, and a [`DEFERRED`] bit asking
+//! the last of them to serve) and `resizes_begun` (a seqlock's count). See
+//! [`State::all_units_back`].
 //!
 //! Only units move through `available`: taken by a fast path or by the server (for
 //! the head waiter, or to retire them), each a CAS that checks they are there;
@@ -47,6 +57,11 @@ pub(crate) const RETIRING: usize = 1 << 3;
 /// Returned units are owed to a queued request or to a retirement: the fast
 /// paths refuse, and every release serves the queue.
 pub(crate) const UNITS_OWED: usize = QUEUED | RETIRING;
+/// `resizing` bit: a check for every unit back failed on a resize in flight.
+const DEFERRED: usize = 1;
+/// One resize in flight, in `resizing`.
+const ONE_RESIZE: usize = 2;
+
 /// `available` starts at this bit.
 pub(crate) const SHIFT: u32 = 4;
 /// The largest capacity the encoding holds in 32 bits.
@@ -76,6 +91,9 @@ pub(crate) enum HeadTake {
     Taken,
     /// Too few units free: the head keeps waiting.
     DoesNotFit,
+    /// A shrink posted units to retire since the server settled: it pays them
+    /// before granting anything.
+    Retiring,
     /// The semaphore is closed: the head is to be told so.
     Closed,
 }
@@ -86,6 +104,16 @@ pub(crate) struct State {
     /// The capacity in force. Read by every request (a request above it fails at
     /// once); written by resizes and by `forget`.
     capacity: AtomicUsize,
+    /// Resizes (and forgets) between their change of the capacity and the
+    /// matching change of the units (a grow's release, a shrink's `RETIRING`),
+    /// counted from bit 1; bit 0 ([`DEFERRED`]) asks the last of them to serve
+    /// when it ends, for a check of [`all_units_back`](Self::all_units_back)
+    /// that they made fail.
+    resizing: AtomicUsize,
+    /// Resizes begun: with `resizing`, a seqlock's count, so that
+    /// [`all_units_back`](Self::all_units_back) knows the capacity and the
+    /// units it read belong together.
+    resizes_begun: AtomicUsize,
 }
 
 impl State {
@@ -94,6 +122,8 @@ impl State {
             State {
                 word: AtomicUsize::new(capacity << SHIFT),
                 capacity: AtomicUsize::new(capacity),
+                resizing: AtomicUsize::new(0),
+                resizes_begun: AtomicUsize::new(0),
             }
         }
     }
@@ -110,23 +140,97 @@ impl State {
         self.capacity.load(Ordering::Acquire)
     }
 
+    /// Before a change of the capacity: from here until
+    /// [`end_resize`](Self::end_resize), [`all_units_back`](Self::all_units_back)
+    /// answers `false`.
+    pub(crate) fn begin_resize(&self) {
+        self.resizing.fetch_add(ONE_RESIZE, Ordering::AcqRel);
+        self.resizes_begun.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// After the units matched the change of the capacity. Returns whether a
+    /// check for every unit back failed on the resizes in flight and this was
+    /// the last of them: the caller then serves, so that the check is made
+    /// again.
+    pub(crate) fn end_resize(&self) -> bool {
+        let mut resizing = self.resizing.load(Ordering::Relaxed);
+        loop {
+            let last = resizing >> 1 == 1;
+            let next = if last { 0 } else { resizing - ONE_RESIZE };
+            match self.resizing.compare_exchange_weak(
+                resizing,
+                next,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    return last && resizing & DEFERRED != 0 && Mechanism::DeferredCheckServes.on()
+                }
+                Err(actual) => resizing = actual,
+            }
+        }
+    }
+
+    /// Whether every unit is back: available equals the capacity and nothing is
+    /// left to retire, read so that no resize or forget came between.
+    ///
+    /// A resize changes the capacity and then the units (a grow's release after
+    /// the new capacity, a shrink's `RETIRING` after its lower one): a check that
+    /// read one change without the other would see a lowered capacity with the
+    /// units it owes not yet posted, or the old capacity with a grow's units, and
+    /// could count a held unit as back. Reading either change acquires the
+    /// resize's begin, so the second read of the count sees it, unless the first
+    /// already had: then `resizing` was read after the begin, and is nonzero
+    /// unless that resize's end (after both changes) was seen too.
+    ///
+    /// With a resize in flight it answers `false` and asks the last resize in
+    /// flight to serve when it ends (a read-modify-write on the count that the
+    /// end's CAS then sees, or that fails because the count fell to zero), so
+    /// that a drain waiter is looked at again.
+    pub(crate) fn all_units_back(&self) -> bool {
+        loop {
+            let begun = self.resizes_begun.load(Ordering::Acquire);
+            let resizing = self.resizing.load(Ordering::Acquire);
+            if resizing >= ONE_RESIZE && Mechanism::ResizeSeqlock.on() {
+                if resizing & DEFERRED != 0
+                    || self
+                        .resizing
+                        .compare_exchange(
+                            resizing,
+                            resizing | DEFERRED,
+                            Ordering::AcqRel,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                {
+                    return false;
+                }
+                continue;
+            }
+            let state = self.load();
+            let capacity = self.capacity();
+            if self.resizes_begun.load(Ordering::Acquire) != begun && Mechanism::ResizeSeqlock.on()
+            {
+                // A resize began meanwhile: look again.
+                continue;
+            }
+            return state & RETIRING == 0 && available(state) == capacity;
+        }
+    }
+
     /// Sets the capacity; returns the previous one.
     pub(crate) fn swap_capacity(&self, capacity: usize) -> usize {
         self.capacity.swap(capacity, Ordering::AcqRel)
     }
 
-    /// Raises the capacity by `units`.
-    ///
-    /// # Panics
-    ///
-    /// If it would exceed [`MAX_UNITS`].
-    pub(crate) fn add_capacity(&self, units: usize) {
-        let raised = self
-            .capacity
+    /// Raises the capacity by `units`; `false` (and nothing changed) if it would
+    /// exceed [`MAX_UNITS`].
+    pub(crate) fn add_capacity(&self, units: usize) -> bool {
+        self.capacity
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
                 c.checked_add(units).filter(|&c| c <= MAX_UNITS)
-            });
-        assert!(raised.is_ok(), "capacity exceeds Semaphore::MAX_UNITS");
+            })
+            .is_ok()
     }
 
     /// Lowers the capacity by `units` (a forgotten permit's), or to zero if that is
@@ -244,6 +348,15 @@ impl State {
         self.word.fetch_or(RETIRING | ARRIVED, Ordering::AcqRel);
     }
 
+    /// A read-modify-write that changes nothing: a forget's lowering of the
+    /// capacity is then ordered against every parker's join, as a shrink's is
+    /// by its `RETIRING` ([`Role::mark_lowered`](super::serving::Role::mark_lowered)).
+    pub(crate) fn order_after_joins(&self) {
+        if Mechanism::ForgetOrdersAfterJoins.on() {
+            self.word.fetch_add(0, Ordering::AcqRel);
+        }
+    }
+
     /// Server only: takes up to `debt` free units out of circulation; returns how
     /// many it took.
     pub(crate) fn retire(&self, debt: usize) -> usize {
@@ -265,9 +378,38 @@ impl State {
         }
     }
 
+    /// Server only, once it owes nothing: clears `RETIRING` (left set by the
+    /// retirement it has just paid) unless a parker joined or a shrink posted
+    /// since [`clear_arrived`](Self::clear_arrived). Returns `false` if one did:
+    /// the server must look again. From here until the server looks again,
+    /// `RETIRING` set means a new shrink, which stops grants
+    /// ([`take_for_head`](Self::take_for_head)).
+    pub(crate) fn clear_retiring(&self) -> bool {
+        let mut state = self.word.load(Ordering::Acquire);
+        loop {
+            if state & RETIRING == 0 {
+                return true;
+            }
+            if state & ARRIVED != 0 {
+                return false;
+            }
+            match self.word.compare_exchange_weak(
+                state,
+                state & !RETIRING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
     /// Server only: takes `units` for the head waiter if they are free, whatever
     /// `QUEUED` says (the head may be a parker that has not joined yet, while fast
-    /// paths still run). A CAS, so it never takes units that are not there.
+    /// paths still run), and unless `RETIRING` is set (the server cleared it when
+    /// it had paid its debt, so a shrink posted since). A CAS, so it never takes
+    /// units that are not there, nor units a shrink that returned before it owes.
     ///
     /// `AcqRel`: it acquires the releases whose units it hands on, and the request's
     /// `GRANTED` store after it hands them to the waiter.
@@ -277,6 +419,9 @@ impl State {
         loop {
             if state & CLOSED != 0 {
                 return HeadTake::Closed;
+            }
+            if state & RETIRING != 0 && Mechanism::RetiringStopsGrants.on() {
+                return HeadTake::Retiring;
             }
             if available(state) < units {
                 return HeadTake::DoesNotFit;
