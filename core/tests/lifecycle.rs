@@ -87,6 +87,24 @@ fn nothing_is_granted_beyond_a_lowered_capacity_while_units_are_owed() {
     assert_eq!((sem.capacity(), sem.available()), (2, 2));
 }
 
+/// The release that pays the last unit owed also grants the head from what is
+/// left, in the same pass: the server clears `RETIRING` once it owes nothing,
+/// before it grants.
+#[test]
+fn the_release_that_pays_the_last_unit_owed_grants_the_head_too() {
+    let sem = Semaphore::new(2);
+    let held = sem.try_acquire(2).unwrap();
+    let mut waiter = Task::new(sem.acquire(1));
+    waiter.pending();
+    sem.set_capacity(1); // one unit owed: nothing is free
+    drop(held); // of the two back, one retires and one goes to the head
+    assert_eq!(waiter.wakes(), 1, "the head fits the unit left over");
+    let granted = waiter.ready().unwrap();
+    assert_eq!((sem.capacity(), sem.available()), (1, 0));
+    drop(granted);
+    assert_eq!((sem.available(), sem.waiters()), (1, 0));
+}
+
 #[test]
 fn a_shrink_fails_parked_requests_that_no_longer_fit() {
     let sem = Semaphore::new(4);

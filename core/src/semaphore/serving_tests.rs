@@ -70,6 +70,21 @@ fn a_grow_serves_only_when_someone_waits() {
     drop(all);
 }
 
+/// A request for the whole capacity parks like any other: its join reads the
+/// capacity again (for a lowering it may have missed) and finds it fits.
+#[test]
+fn a_park_for_the_whole_capacity_does_not_serve() {
+    let sem = Semaphore::new(2);
+    let all = sem.try_acquire(2).unwrap();
+    let mut waiter = pin!(sem.acquire(2));
+    assert_eq!(
+        serves(&sem, || assert!(poll(waiter.as_mut()).is_pending())),
+        0
+    );
+    assert_eq!(serves(&sem, || drop(all)), 1);
+    assert!(poll(waiter.as_mut()).is_ready());
+}
+
 #[test]
 fn an_unchanged_capacity_does_not_serve() {
     let sem = Semaphore::new(2);
