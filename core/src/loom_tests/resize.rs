@@ -3,6 +3,8 @@
 //! returned unit first, not by a server that meets one mid-pass — and a grow
 //! serves the parked head.
 
+use core::future::Future;
+use core::pin::Pin;
 use core::task::{Poll, Waker};
 use std::boxed::Box;
 use std::sync::Arc;
@@ -159,6 +161,26 @@ fn without_retiring_stopping_grants_a_pass_in_flight_grants_units_owed() {
     );
 }
 
+/// A request whose first poll returned `first`, and which no release will
+/// serve, has failed with `ExceedsCapacity` by the time its racers returned:
+/// at its first poll, or parked and then swept.
+fn assert_failed_over_the_capacity(
+    request: Pin<&mut impl Future<Output = Result<OwnedPermit, AcquireError>>>,
+    first: Poll<Result<OwnedPermit, AcquireError>>,
+) {
+    let outcome = match first {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => match poll_once(request, Waker::noop()) {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => panic!("a request over the new capacity is still parked"),
+        },
+    };
+    assert!(
+        matches!(outcome, Err(AcquireError::ExceedsCapacity(_))),
+        "{outcome:?}"
+    );
+}
+
 /// Capacity 2, one unit held for good: a request for 2 checks the capacity and
 /// parks while a shrink to 1 races it. Once both have returned the request has
 /// failed with `ExceedsCapacity`, however they met: no release will come to
@@ -175,17 +197,7 @@ fn a_request_checked_before_a_shrink() {
     let mut request = Box::pin(sem.clone().acquire_owned(2));
     let first = poll_once(request.as_mut(), Waker::noop());
     shrinker.join().unwrap();
-    let outcome = match first {
-        Poll::Ready(outcome) => outcome,
-        Poll::Pending => match poll_once(request.as_mut(), Waker::noop()) {
-            Poll::Ready(outcome) => outcome,
-            Poll::Pending => panic!("a request over the new capacity is still parked"),
-        },
-    };
-    assert!(
-        matches!(outcome, Err(AcquireError::ExceedsCapacity(_))),
-        "{outcome:?}"
-    );
+    assert_failed_over_the_capacity(request.as_mut(), first);
     drop(held);
     assert_idle(&sem);
 }
@@ -225,17 +237,7 @@ fn a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity() {
     let mut request = Box::pin(sem.clone().acquire_owned(3));
     let first = poll_once(request.as_mut(), Waker::noop());
     forgetter.join().unwrap();
-    let outcome = match first {
-        Poll::Ready(outcome) => outcome,
-        Poll::Pending => match poll_once(request.as_mut(), Waker::noop()) {
-            Poll::Ready(outcome) => outcome,
-            Poll::Pending => panic!("a request over the new capacity is still parked"),
-        },
-    };
-    assert!(
-        matches!(outcome, Err(AcquireError::ExceedsCapacity(_))),
-        "{outcome:?}"
-    );
+    assert_failed_over_the_capacity(request.as_mut(), first);
     drop(kept);
     drop(block_on(head).expect("not closed"));
     assert_eq!(sem.capacity(), 2);
