@@ -45,7 +45,8 @@ mod semaphore;
 #[cfg(feature = "std")]
 pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{
-    whole_seconds_up, Capacity, ConfigError, GateError, Observer, ShedReason, Source, Timer,
+    whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, GateError, Observer,
+    OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
 };
 #[cfg(feature = "alloc")]
 pub use gate::{
@@ -72,6 +73,12 @@ const _: fn() = || {
     check::<GateError>();
     check::<ConfigError>();
     check::<ShedReason>();
+    check::<StartEvent<'_>>();
+    check::<AdmitEvent>();
+    check::<ReleaseEvent>();
+    check::<ShedEvent>();
+    check::<CapacityEvent>();
+    check::<OverloadEvent>();
     check::<Capacity>();
     #[cfg(feature = "std")]
     check::<AcquireTimeoutError>();

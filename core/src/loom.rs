@@ -17,6 +17,8 @@
 pub(crate) mod sync {
     #[cfg(not(feature = "alloc"))]
     pub(crate) use core::hint::spin_loop;
+    #[cfg(feature = "alloc")]
+    pub(crate) use core::sync::atomic::AtomicU32;
     pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
     pub(crate) use super::PlainCell as UnsafeCell;
@@ -27,6 +29,8 @@ pub(crate) mod sync {
     pub(crate) use loom::cell::UnsafeCell;
     #[cfg(not(feature = "alloc"))]
     pub(crate) use loom::hint::spin_loop;
+    #[cfg(feature = "alloc")]
+    pub(crate) use loom::sync::atomic::AtomicU32;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 }
 
@@ -34,6 +38,8 @@ pub(crate) mod sync {
 pub(crate) mod sync {
     #[cfg(not(feature = "alloc"))]
     pub(crate) use shuttle::hint::spin_loop;
+    #[cfg(feature = "alloc")]
+    pub(crate) use shuttle::sync::atomic::AtomicU32;
     pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
     // Shuttle schedules at atomic operations and has no cell of its own.

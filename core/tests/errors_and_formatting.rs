@@ -166,7 +166,10 @@ fn gate_and_builder_debug_their_configuration() {
 fn shed_reasons_have_stable_labels() {
     // Metric label values: an operator's dashboards and alerts name them.
     let labels: Vec<_> = ShedReason::ALL.iter().map(|r| r.label()).collect();
-    assert_eq!(labels, ["wait_budget", "queue_full"]);
+    assert_eq!(
+        labels,
+        ["wait_budget", "queue_full", "overload", "hopeless"]
+    );
 }
 
 #[test]

@@ -800,6 +800,9 @@ fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.merges += s.merges;
     total.merges_across_sources += s.merges_across_sources;
     total.forgets += s.forgets;
+    total.hopeless += s.hopeless;
+    total.overload_sheds += s.overload_sheds;
+    total.overload_changes += s.overload_changes;
 }
 
 fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
@@ -818,6 +821,9 @@ fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
         ("oversize", t.oversize),
         ("deadline wakes", t.deadline_wakes),
         ("parked or granted drops", t.dropped_parked_or_granted),
+        ("sheds at arrival by the estimate", t.hopeless),
+        ("sheds at the overload cap", t.overload_sheds),
+        ("changes of the overload state", t.overload_changes),
     ];
     for (name, n) in reached {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");

@@ -99,7 +99,31 @@ fn bad_retry_after_bounds() {
         );
     }
     let gate = build(Gate::builder(4).retry_after_bounds(s(3), s(3))).unwrap();
-    assert_eq!(gate.retry_after(), s(3));
+    assert_eq!(gate.retry_after(1), s(3));
+}
+
+#[test]
+fn an_overload_target_must_be_above_zero_and_below_the_budget() {
+    let budget = Duration::from_secs(5);
+    for target in [Duration::ZERO, budget, budget * 2] {
+        assert_eq!(
+            build(Gate::builder(4).wait_budget(budget).overload_target(target)).unwrap_err(),
+            ConfigError::InvalidOverloadTarget { target, budget }
+        );
+    }
+    let gate = build(
+        Gate::builder(4)
+            .wait_budget(budget)
+            .overload_target(budget - Duration::from_nanos(1)),
+    )
+    .unwrap();
+    assert_eq!(
+        gate.overload_target(),
+        Some(budget - Duration::from_nanos(1))
+    );
+    assert!(!gate.is_overloaded());
+    let plain = build(Gate::builder(4)).unwrap();
+    assert_eq!(plain.overload_target(), None);
 }
 
 #[test]

@@ -80,24 +80,27 @@ fn budget_expiry_is_busy_and_counted_once_for_its_source() {
 fn retry_after_follows_hold_times_and_queue_depth() {
     let (gate, timer, rec) = gate(1, 1);
     // No release seen yet: the lower bound.
-    assert_eq!(gate.retry_after(), Duration::from_secs(1));
+    assert_eq!(gate.retry_after(1), Duration::from_secs(1));
 
-    // One hold of 10 s sets the average.
+    // One hold of 10 s sets the mean hold; with the unit free, no wait: the bound.
     let p = take(&gate, 1, Src::Upload);
     timer.advance(Duration::from_secs(10));
     drop(p);
-    assert_eq!(gate.retry_after(), Duration::from_secs(10));
+    assert_eq!(gate.retry_after(1), Duration::from_secs(1));
+
+    // Held: a newcomer waits one mean hold for the unit.
+    let _held = take(&gate, 1, Src::Upload);
+    assert_eq!(gate.retry_after(1), Duration::from_secs(10));
 
     // Two parked callers shed at the same instant: the first leaves one behind it.
-    let _held = take(&gate, 1, Src::Upload);
     let mut a = Box::pin(gate.acquire(1, Src::Upload));
     let mut b = Box::pin(gate.acquire(1, Src::Publish));
     assert!(poll(&mut a).is_none());
     assert!(poll(&mut b).is_none());
     timer.advance(BUDGET);
-    // avg 10 s × (capacity 1 + 1 waiter) / 1 = 20 s
+    // (1 unit queued + its own) × 10 s / capacity 1 = 20 s
     assert_eq!(busy_retry_after(poll(&mut a)), Duration::from_secs(20));
-    // avg 10 s × (1 + 0) / 1 = 10 s
+    // (0 + 1) × 10 s / 1 = 10 s
     assert_eq!(busy_retry_after(poll(&mut b)), Duration::from_secs(10));
     assert_eq!(rec.sheds("upload"), 1);
     assert_eq!(rec.sheds("publish"), 1);

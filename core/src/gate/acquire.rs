@@ -20,7 +20,10 @@ use crate::{
 /// Each poll looks, in this order, at: the `until` signal (fired: `Cancelled`); the
 /// semaphore (granted: the permit; closed: `Closed`); the deadline (passed:
 /// `Busy`). The deadline is checked before the semaphore within a poll, so when the
-/// grant and the deadline are both ready the grant wins.
+/// grant and the deadline are both ready the grant wins. With an overload target
+/// the deadline is looked at again at the overload cap, and past it (while the
+/// gate is not overloaded) once per interval, so that a wait parked before the
+/// gate became overloaded is capped too.
 ///
 /// # Cancel safety
 ///
@@ -35,8 +38,10 @@ pub struct GateAcquire<'a, S, T: Timer, O, F = Pending<()>> {
     state: State,
     /// Pinned (structurally): the semaphore's acquire, once polled.
     acquire: Option<AcquireOwned>,
-    /// Pinned (structurally): the deadline, once parked.
+    /// Pinned (structurally): the next look at the deadline, once parked.
     sleep: Option<T::Sleep>,
+    /// The wait, counted from parking, at which `sleep` fires.
+    look_at: Duration,
     /// Pinned (structurally): the caller's cancellation signal.
     signal: F,
     /// Its place among the parked, with `max_waiters`; given back when it ends.
@@ -63,6 +68,7 @@ impl<'a, S: Source, T: Timer, O: Observer> GateAcquire<'a, S, T, O> {
             state: State::Idle,
             acquire: None,
             sleep: None,
+            look_at: Duration::ZERO,
             signal: core::future::pending(),
             slot: None,
         }
@@ -92,6 +98,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
             state: self.state,
             acquire: self.acquire,
             sleep: self.sleep,
+            look_at: self.look_at,
             signal,
             slot: self.slot,
         }
@@ -129,7 +136,8 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         // `until`, which moves them, takes `self` by value, so it is only callable
         // before the future is pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        let inner = &this.gate.inner;
+        let gate = this.gate;
+        let inner = &gate.inner;
         let start = match this.state {
             State::Done => panic!("`GateAcquire` polled after completion"),
             State::Idle => {
@@ -155,17 +163,8 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
 
         // 2. The deadline, looked at before the grant so that a grant wins a tie.
         let expired = match start {
-            None => false,
-            Some(start) => {
-                let sleep = this
-                    .sleep
-                    .as_mut()
-                    .expect("a parked `GateAcquire` has a deadline");
-                // SAFETY: structural pinning, see above.
-                unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready()
-                    || inner.timer.now()
-                        >= start.saturating_add(this.max_wait_from(inner.wait_budget))
-            }
+            None => None,
+            Some(start) => this.look(start, cx),
         };
 
         // 3. The semaphore.
@@ -181,7 +180,7 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
                 this.slot = None;
                 this.state = State::Done;
                 let waited = start.map_or(Duration::ZERO, |s| inner.timer.now().saturating_sub(s));
-                Poll::Ready(Ok(this.gate.admit(permit, this.source, waited)))
+                Poll::Ready(Ok(gate.admit(permit, this.source, waited)))
             }
             Poll::Ready(Err(AcquireError::Closed)) => {
                 this.acquire = None;
@@ -200,35 +199,11 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
                 Poll::Ready(Err(GateError::ExceedsCapacity(e)))
             }
             Poll::Pending => match start {
-                None => {
-                    // Parked: take a place among the parked (or shed at once if
-                    // `max_waiters` are parked already), start the clock and arm
-                    // the deadline.
-                    let Some(slot) = inner.take_parked_slot() else {
-                        this.acquire = None; // out of the queue first
-                        this.state = State::Done;
-                        return Poll::Ready(Err(inner.shed(
-                            this.source.label(),
-                            this.units,
-                            Duration::ZERO,
-                            ShedReason::QueueFull,
-                        )));
-                    };
-                    this.slot = Some(slot);
-                    let now = inner.timer.now();
-                    let deadline = now.saturating_add(this.max_wait_from(inner.wait_budget));
-                    this.state = State::Parked { start: now };
-                    let sleep = this.sleep.insert(inner.timer.sleep_until(deadline));
-                    // SAFETY: structural pinning, see above.
-                    if unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready() {
-                        // A zero ceiling (or a clock already past it): shed now.
-                        Poll::Ready(Err(this.shed(now)))
-                    } else {
-                        Poll::Pending
-                    }
-                }
-                Some(start) if expired => Poll::Ready(Err(this.shed(start))),
-                Some(_) => Poll::Pending,
+                None => this.park(cx),
+                Some(start) => match expired {
+                    Some(reason) => Poll::Ready(Err(this.shed(start, reason))),
+                    None => Poll::Pending,
+                },
             },
         }
     }
@@ -239,21 +214,94 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
         self.ceiling.map_or(budget, |c| c.min(budget))
     }
 
-    /// The wait expired with the caller still here: leave the queue, then count one
+    /// The first poll found no units: take a place among the parked (or shed at
+    /// once if `max_waiters` are parked already, or if the wait is hopeless),
+    /// start the clock and arm the first look at the deadline.
+    fn park(&mut self, cx: &mut Context<'_>) -> Poll<Result<GatePermit<S>, GateError>> {
+        let inner = &self.gate.inner;
+        let Some(slot) = inner.take_parked_slot(self.units) else {
+            return Poll::Ready(Err(self.shed_at_arrival(ShedReason::QueueFull)));
+        };
+        self.slot = Some(slot);
+        let limits = inner.wait_limits(self.max_wait_from(inner.wait_budget));
+        if inner.is_hopeless(&limits) {
+            return Poll::Ready(Err(self.shed_at_arrival(ShedReason::Hopeless)));
+        }
+        if let Some(reason) = limits.expired(Duration::ZERO) {
+            // A zero ceiling: shed now. It never waited, so the overload rule sees
+            // no wait.
+            return Poll::Ready(Err(self.shed_at_arrival(reason)));
+        }
+        let now = inner.timer.now();
+        self.state = State::Parked { start: now };
+        self.arm(now, Duration::ZERO, limits.next_look(Duration::ZERO));
+        match self.look(now, cx) {
+            Some(reason) => Poll::Ready(Err(self.shed(now, reason))),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Arms the next look at the deadline, `look_at` into the wait that started
+    /// at `start`; `waited` is the wait now.
+    fn arm(&mut self, start: Duration, waited: Duration, look_at: Duration) {
+        debug_assert!(look_at > waited);
+        self.look_at = look_at;
+        self.sleep = Some(
+            self.gate
+                .inner
+                .timer
+                .sleep_until(start.saturating_add(look_at)),
+        );
+    }
+
+    /// Whether the wait that started at `start` must end now, and why; if not,
+    /// the next look is armed with `cx`'s waker.
+    fn look(&mut self, start: Duration, cx: &mut Context<'_>) -> Option<ShedReason> {
+        loop {
+            let inner = &self.gate.inner;
+            let sleep = self
+                .sleep
+                .as_mut()
+                .expect("a parked `GateAcquire` has a deadline");
+            // SAFETY: structural pinning, see `poll`.
+            let fired = unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready();
+            let waited = inner.timer.now().saturating_sub(start);
+            let limits = inner.wait_limits(self.max_wait_from(inner.wait_budget));
+            if let Some(reason) = limits.expired(waited) {
+                return Some(reason);
+            }
+            if !fired && waited < self.look_at {
+                return None;
+            }
+            // Looked, and no limit binds yet: arm the next look and poll it.
+            let next = limits.next_look(waited);
+            self.arm(start, waited, next);
+        }
+    }
+
+    /// Shed before parking: out of the queue first, so the estimate excludes us.
+    fn shed_at_arrival(&mut self, reason: ShedReason) -> GateError {
+        self.acquire = None;
+        self.sleep = None;
+        self.slot = None;
+        self.state = State::Done;
+        self.gate
+            .inner
+            .shed(self.source.label(), self.units, Duration::ZERO, reason)
+    }
+
+    /// The wait ended with the caller still here: leave the queue, then count one
     /// shed and say when to retry.
-    fn shed(&mut self, start: Duration) -> GateError {
-        self.acquire = None; // out of the queue first, so `waiters` excludes us
+    fn shed(&mut self, start: Duration, reason: ShedReason) -> GateError {
+        self.acquire = None; // out of the queue first, so the estimate excludes us
         self.sleep = None;
         self.slot = None;
         self.state = State::Done;
         let inner = &self.gate.inner;
         let waited = inner.timer.now().saturating_sub(start);
-        inner.shed(
-            self.source.label(),
-            self.units,
-            waited,
-            ShedReason::WaitBudget,
-        )
+        let error = inner.shed(self.source.label(), self.units, waited, reason);
+        inner.saw_wait(waited);
+        error
     }
 }
 

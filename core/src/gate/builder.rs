@@ -7,9 +7,10 @@ use core::marker::PhantomData;
 use core::time::Duration;
 
 use super::handle::Inner;
-use super::retry_after::RetryAfter;
+use super::overload::Overload;
+use super::pace::Pace;
 use crate::loom::sync::AtomicUsize;
-use crate::{Capacity, ConfigError, Gate, Observer, Semaphore, Source, Timer};
+use crate::{Capacity, ConfigError, Gate, Observer, Semaphore, Source, StartEvent, Timer};
 
 /// The longest wait budget [`GateBuilder::build`] accepts: one hour.
 pub const MAX_WAIT_BUDGET: Duration = Duration::from_secs(3600);
@@ -51,6 +52,7 @@ impl<S> Gate<S, NoTimer, ()> {
             wait_budget: GateBuilder::<S, NoTimer, ()>::DEFAULT_WAIT_BUDGET,
             max_units: 1,
             max_waiters: None,
+            overload_target: None,
             retry_after: (
                 GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MIN,
                 GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MAX,
@@ -76,6 +78,7 @@ pub struct GateBuilder<S, T, O> {
     wait_budget: Duration,
     max_units: usize,
     max_waiters: Option<usize>,
+    overload_target: Option<Duration>,
     retry_after: (Duration, Duration),
     timer: T,
     observer: O,
@@ -118,6 +121,20 @@ impl<S, T, O> GateBuilder<S, T, O> {
         self
     }
 
+    /// Turns on overload control (default: off): `target` is the standing wait
+    /// the gate tolerates. While the shortest wait over an interval stays above it,
+    /// the gate is overloaded and caps every wait at twice the target; with or
+    /// without overload, a request that by the gate's estimate could not be
+    /// admitted within the most it may wait is shed at arrival. See
+    /// [Overload](Gate#overload). Must be more than zero and below the wait budget.
+    ///
+    /// Pick the wait a caller may spend queued when the gate is saturated for
+    /// long (e.g. a tenth of the budget); docs/operator-guide.md says how.
+    pub fn overload_target(mut self, target: Duration) -> Self {
+        self.overload_target = Some(target);
+        self
+    }
+
     /// The bounds of the `Retry-After` a shed carries (default 1 s to 60 s); `min`
     /// must be more than zero and at most `max`. See
     /// [Retry-After](Gate#retry-after).
@@ -133,6 +150,7 @@ impl<S, T, O> GateBuilder<S, T, O> {
             wait_budget: self.wait_budget,
             max_units: self.max_units,
             max_waiters: self.max_waiters,
+            overload_target: self.overload_target,
             retry_after: self.retry_after,
             timer,
             observer: self.observer,
@@ -147,6 +165,7 @@ impl<S, T, O> GateBuilder<S, T, O> {
             wait_budget: self.wait_budget,
             max_units: self.max_units,
             max_waiters: self.max_waiters,
+            overload_target: self.overload_target,
             retry_after: self.retry_after,
             timer: self.timer,
             observer,
@@ -178,6 +197,14 @@ impl<S, T, O> GateBuilder<S, T, O> {
         if min.is_zero() || min > max {
             return Err(ConfigError::InvalidRetryAfter { min, max });
         }
+        if let Some(target) = self.overload_target {
+            if target.is_zero() || target >= self.wait_budget {
+                return Err(ConfigError::InvalidOverloadTarget {
+                    target,
+                    budget: self.wait_budget,
+                });
+            }
+        }
         Ok(capacity)
     }
 }
@@ -191,10 +218,10 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
     /// A [`ConfigError`], checked in this order: `max_units` 0
     /// ([`ZeroMaxUnits`](ConfigError::ZeroMaxUnits)); capacity 0, above
     /// [`Semaphore::MAX_UNITS`] or (explicit) below `max_units`; a zero wait budget
-    /// or one over an hour; `Retry-After` bounds with `min` zero or above `max`.
+    /// or one over an hour; `Retry-After` bounds with `min` zero or above `max`; an
+    /// overload target of zero or not below the wait budget.
     pub fn build(self) -> Result<Gate<S, T, O>, ConfigError> {
         let capacity = self.validate()?;
-        let (min, max) = self.retry_after;
         let inner = Arc::new(Inner {
             semaphore: Arc::new(Semaphore::new(capacity)),
             timer: self.timer,
@@ -203,11 +230,18 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             max_units: self.max_units,
             max_waiters: self.max_waiters,
             parked: AtomicUsize::new(0),
+            queued_units: AtomicUsize::new(0),
             held: S::ALL.iter().map(|_| AtomicUsize::new(0)).collect(),
-            retry_after: RetryAfter::new(min, max),
+            pace: Pace::new(),
+            overload: self.overload_target.map(Overload::new),
+            retry_after_bounds: self.retry_after,
         });
         let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
-        inner.observer.on_start(capacity, &labels);
+        let mut start = StartEvent::new(capacity, &labels);
+        if let Some(target) = self.overload_target {
+            start = start.with_overload_target(target);
+        }
+        inner.observer.on_start(&start);
         Ok(Gate {
             inner,
             _source: PhantomData,
@@ -242,6 +276,7 @@ impl<S, T, O> fmt::Debug for GateBuilder<S, T, O> {
             .field("wait_budget", &self.wait_budget)
             .field("max_units", &self.max_units)
             .field("max_waiters", &self.max_waiters)
+            .field("overload_target", &self.overload_target)
             .field("retry_after", &self.retry_after)
             .finish_non_exhaustive()
     }

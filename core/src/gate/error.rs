@@ -114,6 +114,14 @@ pub enum ConfigError {
         /// The budget asked for.
         budget: Duration,
     },
+    /// An overload target of zero, or not below the wait budget (a standing wait
+    /// as long as the budget is no overload control).
+    InvalidOverloadTarget {
+        /// The target asked for.
+        target: Duration,
+        /// The wait budget.
+        budget: Duration,
+    },
     /// `Retry-After` bounds with `min` zero or `min > max`.
     InvalidRetryAfter {
         /// Lower bound.
@@ -145,6 +153,11 @@ impl fmt::Display for ConfigError {
             Self::WaitBudgetTooLong { budget } => {
                 write!(f, "wait budget {budget:?} is longer than the allowed hour")
             }
+            Self::InvalidOverloadTarget { target, budget } => write!(
+                f,
+                "overload target must satisfy 0 < target < wait budget (got target {target:?}, \
+                 budget {budget:?})"
+            ),
             Self::InvalidRetryAfter { min, max } => write!(
                 f,
                 "Retry-After bounds must satisfy 0 < min <= max (got min {min:?}, max {max:?})"

@@ -7,10 +7,14 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use super::retry_after::RetryAfter;
+use super::overload::{Overload, WaitLimits};
+use super::pace::Pace;
 use super::{GateAcquire, GatePermit};
 use crate::loom::sync::{AtomicUsize, Ordering};
-use crate::{GateError, Observer, Semaphore, ShedReason, Source, Timer, TryAcquireError};
+use crate::{
+    AdmitEvent, CapacityEvent, GateError, Observer, ReleaseEvent, Semaphore, ShedEvent, ShedReason,
+    Source, Timer, TryAcquireError,
+};
 
 /// An admission gate: at most `capacity` units in use, callers beyond that parked
 /// for at most a wait budget and then shed with a distinguishable error.
@@ -22,32 +26,49 @@ use crate::{GateError, Observer, Semaphore, ShedReason, Source, Timer, TryAcquir
 /// | an acquire that… | returns | observer |
 /// |---|---|---|
 /// | is granted | a [`GatePermit`] | `on_admit` after the grant |
-/// | outlives the wait budget (or its [`ceiling`](GateAcquire::ceiling)) | [`GateError::Busy`] | `on_shed` once: a shed |
+/// | outlives the wait budget (or its [`ceiling`](GateAcquire::ceiling)) | [`GateError::Busy`] | `on_shed`, [`WaitBudget`](ShedReason::WaitBudget) |
+/// | would park with [`max_waiters`](crate::GateBuilder::max_waiters) parked already | [`GateError::Busy`] at once | `on_shed`, [`QueueFull`](ShedReason::QueueFull) |
+/// | waits twice the overload target while the gate is overloaded | [`GateError::Busy`] | `on_shed`, [`Overload`](ShedReason::Overload) |
+/// | could not be admitted within the most it may wait, by the estimate | [`GateError::Busy`] at once | `on_shed`, [`Hopeless`](ShedReason::Hopeless) |
 /// | sees its [`until`](GateAcquire::until) signal fire first | [`GateError::Cancelled`] | nothing |
 /// | is dropped | — | nothing |
 /// | asks for more than `capacity` | [`GateError::ExceedsCapacity`] at once | nothing |
 /// | runs after [`close`](Gate::close) | [`GateError::Closed`] | nothing |
 ///
+/// The last two rows of sheds need an
+/// [`overload_target`](crate::GateBuilder::overload_target).
+///
+/// # Overload
+///
+/// With a wait budget alone, a gate under sustained overload keeps a queue as long
+/// as the budget: every admitted caller waits nearly all of it and every shed takes
+/// all of it. With an [`overload_target`](crate::GateBuilder::overload_target):
+///
+/// - the gate is *overloaded* while the shortest wait over an interval (one mean
+///   hold of a unit) stayed above the target, CoDel's rule; a burst that drains
+///   within the interval is not a standing queue;
+/// - while overloaded, nobody waits longer than twice the target
+///   ([`ShedReason::Overload`]);
+/// - a request whose estimated wait ([`Gate::estimated_wait`]) is longer than the
+///   most it may wait (its budget, ceiling, or the cap while overloaded) is shed at
+///   arrival, in microseconds, without parking ([`ShedReason::Hopeless`]).
+///
+/// FIFO order, all-or-nothing grants and every other outcome stay as they are:
+/// nothing admitted is revoked and nobody is served out of turn.
+/// [`is_overloaded`](Gate::is_overloaded) and [`Observer::on_overload`] say when
+/// the rule holds. The rule and its interval are argued in docs/design.md.
+///
 /// # Retry-After
 ///
-/// The `retry_after` of a [`GateError::Busy`] is derived from what the gate has
-/// seen, without a lock:
-///
-/// - Each release folds the permit's hold time (the [`Timer`]'s `now()` at release
-///   minus at admission, in whole milliseconds) into an exponentially weighted
-///   moving average, `avg += (sample − avg) / 8`; the first release sets `avg`.
-/// - At a shed, with `waiters` the requests still parked (after the shed caller
-///   left the queue) and `capacity` the gate's capacity:
-///
-///   `retry_after = clamp(avg × (capacity + waiters) / capacity, min, max)`
-///
-///   that is, one typical hold for the current holders to turn over, plus one more
-///   for every full gate's worth of callers still queued ahead of a newcomer.
-/// - Before the first release there is no average, and `retry_after = min`.
-/// - `min` and `max` are [`GateBuilder::retry_after_bounds`](crate::GateBuilder::retry_after_bounds) (default 1 s and
-///   60 s); `min > 0` is enforced, so `retry_after` is never zero.
-///
-/// [`Gate::retry_after`] returns the value a shed would carry now.
+/// The `retry_after` of a [`GateError::Busy`] is the gate's estimate of how long
+/// a request of the same units arriving at the shed would wait (its queue ahead
+/// and its own units, less the free ones, over the rate at which a full gate
+/// returns units: `capacity / mean hold of a unit`), within
+/// [`GateBuilder::retry_after_bounds`](crate::GateBuilder::retry_after_bounds)
+/// (default 1 s and 60 s; `min > 0` is enforced, so it is never zero). Before the
+/// first release there is no estimate, and it is `min`. [`Gate::retry_after`]
+/// returns the value a shed would carry now. No lock: the mean hold is a moving
+/// average each release folds its hold into.
 ///
 /// # Examples
 ///
@@ -100,19 +121,44 @@ pub(crate) struct Inner<T, O> {
     pub(crate) max_waiters: Option<usize>,
     /// Acquires of this gate parked right now (counted only with `max_waiters`).
     pub(crate) parked: AtomicUsize,
+    /// Units asked for by the acquires of this gate parked right now: the queue
+    /// ahead of a newcomer, for the estimate (advisory, see `pace`).
+    pub(crate) queued_units: AtomicUsize,
     /// Units held by permits, per source index: what a drain reports as cut.
     pub(crate) held: Box<[AtomicUsize]>,
-    pub(crate) retry_after: RetryAfter,
+    pub(crate) pace: Pace,
+    /// With an overload target: the standing-queue rule.
+    pub(crate) overload: Option<Overload>,
+    pub(crate) retry_after_bounds: (Duration, Duration),
 }
 
 impl<T: Timer, O: Observer> Inner<T, O> {
-    /// The `Retry-After` a shed would carry now.
-    pub(crate) fn retry_after(&self) -> Duration {
-        self.retry_after
-            .suggest(self.semaphore.waiters(), self.semaphore.capacity())
+    /// How long a request of `units` arriving now would wait: until the units
+    /// queued now and its own, less the free ones, have come back at the pace (see
+    /// [the estimate](super::pace)); `None` before the first release.
+    pub(crate) fn estimated_wait(&self, units: usize) -> Option<Duration> {
+        let deficit = self
+            .queued_units
+            .load(Ordering::Relaxed)
+            .saturating_add(units)
+            .saturating_sub(self.semaphore.available());
+        self.pace.time_for(deficit, self.semaphore.capacity())
     }
 
-    /// Tells the observer of a shed and returns the error the caller gets.
+    /// The `Retry-After` for a request of `units` shed now: its estimated wait
+    /// within the bounds, the lower bound before any estimate.
+    fn retry_after_for(&self, estimate: Option<Duration>) -> Duration {
+        let (min, max) = self.retry_after_bounds;
+        estimate.map_or(min, |wait| wait.clamp(min, max))
+    }
+
+    /// The `Retry-After` a shed of `units` would carry now.
+    pub(crate) fn retry_after(&self, units: usize) -> Duration {
+        self.retry_after_for(self.estimated_wait(units))
+    }
+
+    /// Tells the observer of a shed and returns the error the caller gets. Called
+    /// once the caller has left the queue, so the estimate is a newcomer's.
     pub(crate) fn shed(
         &self,
         source: &'static str,
@@ -120,32 +166,85 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         waited: Duration,
         reason: ShedReason,
     ) -> GateError {
-        let retry_after = self.retry_after();
-        self.observer.on_shed(source, units, waited, reason);
+        let estimate = self.estimated_wait(units);
+        let retry_after = self.retry_after_for(estimate);
+        let mut event = ShedEvent::new(source, units, waited, reason, retry_after);
+        if let Some(estimate) = estimate {
+            event = event.with_estimated_wait(estimate);
+        }
+        self.observer.on_shed(&event);
         GateError::Busy { retry_after }
     }
 
-    /// Takes a place among the parked, if `max_waiters` leaves one (always, without
-    /// a bound). `None`: the queue is full.
-    pub(crate) fn take_parked_slot(&self) -> Option<ParkedSlot<'_>> {
-        let Some(max) = self.max_waiters else {
-            return Some(ParkedSlot(None));
+    /// The limits on a wait of at most `limit` (the budget, or a ceiling).
+    pub(crate) fn wait_limits(&self, limit: Duration) -> WaitLimits<'_> {
+        let recheck = self.overload.as_ref().map_or(limit, |overload| {
+            overload
+                .interval(self.pace.mean_hold())
+                .max(overload.target())
+        });
+        WaitLimits {
+            limit,
+            overload: self.overload.as_ref(),
+            recheck,
+        }
+    }
+
+    /// With an overload target, whether a request that has just parked (its units
+    /// counted among the queued) cannot be admitted within the most it may wait.
+    pub(crate) fn is_hopeless(&self, limits: &WaitLimits<'_>) -> bool {
+        self.overload.is_some()
+            && self
+                .estimated_wait(0)
+                .is_some_and(|wait| wait > limits.longest_now())
+    }
+
+    /// A wait seen by the overload rule: an admission's, or a parked shed's.
+    pub(crate) fn saw_wait(&self, waited: Duration) {
+        let Some(overload) = &self.overload else {
+            return;
         };
-        self.parked
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| ParkedSlot(Some(&self.parked)))
+        let interval = overload.interval(self.pace.mean_hold());
+        if let Some(event) = overload.observe(waited, self.timer.now(), interval) {
+            self.observer.on_overload(&event);
+        }
+    }
+
+    /// Takes a place among the parked for a request of `units`, if `max_waiters`
+    /// leaves one (always, without a bound). `None`: the queue is full.
+    pub(crate) fn take_parked_slot(&self, units: usize) -> Option<ParkedSlot<'_>> {
+        let counted = match self.max_waiters {
+            None => None,
+            Some(max) => {
+                self.parked
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n < max).then_some(n + 1)
+                    })
+                    .ok()?;
+                Some(&self.parked)
+            }
+        };
+        self.queued_units.fetch_add(units, Ordering::Relaxed);
+        Some(ParkedSlot {
+            counted,
+            queued_units: &self.queued_units,
+            units,
+        })
     }
 }
 
-/// A place among a bounded gate's parked acquires, given back when dropped.
-pub(crate) struct ParkedSlot<'a>(Option<&'a AtomicUsize>);
+/// A place among a gate's parked acquires, given back when dropped.
+pub(crate) struct ParkedSlot<'a> {
+    /// The count of parked acquires, with `max_waiters`.
+    counted: Option<&'a AtomicUsize>,
+    queued_units: &'a AtomicUsize,
+    units: usize,
+}
 
 impl Drop for ParkedSlot<'_> {
     fn drop(&mut self) {
-        if let Some(parked) = self.0 {
+        self.queued_units.fetch_sub(self.units, Ordering::Relaxed);
+        if let Some(parked) = self.counted {
             parked.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -177,14 +276,16 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
 
     fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration) {
         let held = self.timer.now().saturating_sub(admitted_at);
-        self.retry_after.record_hold(held);
-        self.observer.on_release(source, units, held);
+        self.pace.record(units, held);
+        self.observer
+            .on_release(&ReleaseEvent::new(source, units, held));
         // After the observer, so that inside `on_release` the units still count.
         self.held[index].fetch_sub(units, Ordering::AcqRel);
     }
 
     fn on_forget(&self) {
-        self.observer.on_capacity(self.semaphore.capacity());
+        self.observer
+            .on_capacity(&CapacityEvent::new(self.semaphore.capacity()));
     }
 
     fn move_held(&self, from: usize, to: usize, units: usize) {
@@ -263,7 +364,10 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.held[source.index()].fetch_add(units, Ordering::AcqRel);
         let shared: Arc<dyn Shared> = self.inner.clone();
         let permit = GatePermit::new(shared, permit, source, admitted_at);
-        self.inner.observer.on_admit(source.label(), units, waited);
+        self.inner
+            .observer
+            .on_admit(&AdmitEvent::new(source.label(), units, waited));
+        self.inner.saw_wait(waited);
         permit
     }
 }
@@ -307,17 +411,43 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.max_units
     }
 
-    /// The `retry_after` a [`GateError::Busy`] would carry now; see
-    /// [Retry-After](Gate#retry-after).
+    /// The `retry_after` a [`GateError::Busy`] for a request of `units` would
+    /// carry now; see [Retry-After](Gate#retry-after).
     #[must_use]
-    pub fn retry_after(&self) -> Duration {
-        self.inner.retry_after()
+    pub fn retry_after(&self, units: usize) -> Duration {
+        self.inner.retry_after(units)
     }
 
     /// The configured `Retry-After` bounds, `(min, max)`.
     #[must_use]
     pub fn retry_after_bounds(&self) -> (Duration, Duration) {
-        self.inner.retry_after.bounds()
+        self.inner.retry_after_bounds
+    }
+
+    /// How long a request of `units` arriving now would wait, estimated from the
+    /// units queued ahead of it and the pace at which units come back (see
+    /// [Overload](Gate#overload)); `None` before the first release. Advisory: a
+    /// snapshot, not a promise.
+    #[must_use]
+    pub fn estimated_wait(&self, units: usize) -> Option<Duration> {
+        self.inner.estimated_wait(units)
+    }
+
+    /// The overload target set with
+    /// [`GateBuilder::overload_target`](crate::GateBuilder::overload_target).
+    #[must_use]
+    pub fn overload_target(&self) -> Option<Duration> {
+        self.inner.overload.as_ref().map(Overload::target)
+    }
+
+    /// Whether the overload rule holds now: the shortest wait over the last
+    /// interval stayed above the target. Always `false` without a target.
+    #[must_use]
+    pub fn is_overloaded(&self) -> bool {
+        self.inner
+            .overload
+            .as_ref()
+            .is_some_and(Overload::is_overloaded)
     }
 
     /// Closes the gate (e.g. at shutdown): parked acquires end with

@@ -51,6 +51,8 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
 
 impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     /// Changes the gate's capacity while it runs, and returns the previous one.
+    /// The wait estimate (and so `Retry-After` and the sheds at arrival) follows
+    /// the new capacity at once.
     ///
     /// `capacity` is resolved as [`Gate::builder`] resolves it: a memory-derived
     /// capacity is floored at `max_units`, an explicit one must be at least
@@ -72,7 +74,7 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
             // the observer's last word is then the capacity in force.
             self.inner
                 .observer
-                .on_capacity(self.inner.semaphore.capacity());
+                .on_capacity(&crate::CapacityEvent::new(self.inner.semaphore.capacity()));
         }
         Ok(previous)
     }
@@ -162,7 +164,6 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
             .check_fits(units)
             .map_err(GateError::ExceedsCapacity)?;
         let started = Instant::now();
-        let deadline = started + inner.wait_budget;
         let thread = crate::semaphore::ThreadWaker::new();
         let mut acquire =
             alloc::boxed::Box::pin(alloc::sync::Arc::clone(&inner.semaphore).acquire_owned(units));
@@ -179,27 +180,31 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 }
                 Poll::Pending => {}
             }
+            let limits = inner.wait_limits(inner.wait_budget);
             if slot.is_none() {
-                match inner.take_parked_slot() {
-                    Some(taken) => slot = Some(taken),
-                    None => {
-                        drop(acquire); // out of the queue before Retry-After counts it
-                        let waited = started.elapsed();
-                        return Err(inner.shed(
-                            source.label(),
-                            units,
-                            waited,
-                            ShedReason::QueueFull,
-                        ));
+                // Parked: as `acquire` parks, out of the queue before any shed.
+                let reason = match inner.take_parked_slot(units) {
+                    None => Some(ShedReason::QueueFull),
+                    Some(taken) => {
+                        slot = Some(taken);
+                        inner.is_hopeless(&limits).then_some(ShedReason::Hopeless)
                     }
+                };
+                if let Some(reason) = reason {
+                    drop(acquire);
+                    drop(slot);
+                    return Err(inner.shed(source.label(), units, Duration::ZERO, reason));
                 }
             }
-            if !thread.park(Some(deadline)) {
+            let waited = started.elapsed();
+            if let Some(reason) = limits.expired(waited) {
                 drop(acquire);
                 drop(slot);
-                let waited = started.elapsed();
-                return Err(inner.shed(source.label(), units, waited, ShedReason::WaitBudget));
+                let error = inner.shed(source.label(), units, waited, reason);
+                inner.saw_wait(waited);
+                return Err(error);
             }
+            thread.park(Some(started + limits.next_look(waited)));
         }
     }
 }

@@ -4,7 +4,8 @@
 //! # Invariants
 //!
 //! - An acquire ends in exactly one of: a [`GatePermit`] (the observer hears
-//!   `on_admit` *after* the grant), [`GateError::Busy`] (`on_shed`, once),
+//!   `on_admit` *after* the grant), [`GateError::Busy`] (`on_shed`, once, with
+//!   the [`ShedReason`]),
 //!   [`GateError::Cancelled`], [`GateError::ExceedsCapacity`] or
 //!   [`GateError::Closed`] (the observer hears nothing), or a drop (nothing).
 //! - A permit tells the observer `on_release` *before* its units return to the
@@ -15,7 +16,8 @@
 //! The parts: [`Capacity`] (units, or derived from a memory budget), [`Timer`] (the
 //! clock a runtime adapter supplies), [`Observer`] (the hooks), [`Source`] (labels),
 //! [`GateError`] / [`ConfigError`], and, with `alloc`, the [`Gate`] itself, its
-//! builder, acquire future, permit and `Retry-After` estimate.
+//! builder, acquire future, permit, the pace that estimates a wait and sets
+//! `Retry-After`, and overload control.
 
 #[cfg(feature = "alloc")]
 mod acquire;
@@ -29,9 +31,11 @@ mod handle;
 mod lifecycle;
 mod observer;
 #[cfg(feature = "alloc")]
-mod permit;
+mod overload;
 #[cfg(feature = "alloc")]
-mod retry_after;
+mod pace;
+#[cfg(feature = "alloc")]
+mod permit;
 mod source;
 mod timer;
 
@@ -47,7 +51,10 @@ pub use error::{whole_seconds_up, ConfigError, GateError};
 pub use handle::Gate;
 #[cfg(feature = "alloc")]
 pub use lifecycle::{DrainTimeout, GateDrain};
-pub use observer::{Observer, ShedReason};
+pub use observer::{
+    AdmitEvent, CapacityEvent, Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason,
+    StartEvent,
+};
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;
 pub use source::Source;

@@ -1,52 +1,239 @@
 //! Event hooks a [`Gate`](crate::Gate) calls, so a metrics adapter can report what it
 //! does without the core knowing any metrics crate.
 //!
+//! Each hook takes one event struct. The structs are `#[non_exhaustive]`: the gate
+//! builds them, an observer reads their fields, and a field added later breaks no
+//! implementor.
+//!
 //! # Ordering guarantees
 //!
 //! - [`Observer::on_admit`] is called *after* the units were granted, and
 //!   [`Observer::on_release`] *before* they return to the semaphore. A gauge of units
 //!   in use kept by these two hooks therefore never reads above the capacity.
 //! - Exactly one of `on_admit` or `on_shed` is called per acquire that ends in a
-//!   grant or a shed (wait budget expired, or queue full); cancellations, oversize
-//!   requests and closes call neither.
+//!   grant or a shed; cancellations, oversize requests and closes call neither.
 //! - Every admitted unit is reported released exactly once: by its permit's
 //!   release, or by a [`forget`](crate::GatePermit::forget) (then `on_capacity`
 //!   follows); splitting and merging permits report nothing.
+//! - With an overload target, `on_overload` is called once per change of the
+//!   overload state, by the thread that changed it; two changes that race may
+//!   reach the observer in either order, and the gate's
+//!   [`is_overloaded`](crate::Gate::is_overloaded) is then the word in force.
 
 use core::time::Duration;
 
 /// Hooks for a gate's events. Every method has a no-op default; `()` is the
 /// observer that observes nothing.
 pub trait Observer: Send + Sync + 'static {
-    /// Once, when the gate is built: its capacity and every label its [`Source`]
-    /// type can produce, so per-source series can be registered at zero.
-    ///
-    /// [`Source`]: crate::Source
-    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
-        let _ = (capacity, sources);
+    /// Once, when the gate is built.
+    fn on_start(&self, event: &StartEvent<'_>) {
+        let _ = event;
     }
 
-    /// A caller from `source` was granted `units` after waiting `waited`.
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
-        let _ = (source, units, waited);
+    /// A caller was granted its units.
+    fn on_admit(&self, event: &AdmitEvent) {
+        let _ = event;
     }
 
-    /// A permit for `units` from `source` is being released after `held`; the units
-    /// return to the semaphore right after this returns.
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
-        let _ = (source, units, held);
+    /// A permit's units are being released; they return to the semaphore right
+    /// after this returns.
+    fn on_release(&self, event: &ReleaseEvent) {
+        let _ = event;
     }
 
-    /// A caller from `source` asking for `units` was shed after waiting `waited`,
-    /// for `reason`: its wait budget (or ceiling) expired while it was still there,
-    /// or the queue was full.
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
-        let _ = (source, units, waited, reason);
+    /// A caller was shed: told [`GateError::Busy`](crate::GateError::Busy).
+    fn on_shed(&self, event: &ShedEvent) {
+        let _ = event;
     }
 
-    /// The gate's capacity changed to `capacity` (a resize, or a forgotten permit).
-    fn on_capacity(&self, capacity: usize) {
-        let _ = capacity;
+    /// The gate's capacity changed (a resize, or a forgotten permit).
+    fn on_capacity(&self, event: &CapacityEvent) {
+        let _ = event;
+    }
+
+    /// The overload rule started or stopped holding (gates with an
+    /// [`overload_target`](crate::GateBuilder::overload_target) only).
+    fn on_overload(&self, event: &OverloadEvent) {
+        let _ = event;
+    }
+}
+
+/// [`Observer::on_start`]: the gate was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StartEvent<'a> {
+    /// The capacity in units.
+    pub capacity: usize,
+    /// Every label the gate's [`Source`](crate::Source) type can produce, so
+    /// per-source series can be registered at zero.
+    pub sources: &'a [&'static str],
+    /// The overload target, if the gate has one.
+    pub overload_target: Option<Duration>,
+}
+
+/// [`Observer::on_admit`]: a caller was granted its units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdmitEvent {
+    /// The call site.
+    pub source: &'static str,
+    /// The units granted.
+    pub units: usize,
+    /// How long it waited (zero when granted at once).
+    pub waited: Duration,
+}
+
+/// [`Observer::on_release`]: a permit's units are being released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReleaseEvent {
+    /// The call site the units were acquired for.
+    pub source: &'static str,
+    /// The units released.
+    pub units: usize,
+    /// How long they were held.
+    pub held: Duration,
+}
+
+/// [`Observer::on_shed`]: a caller was shed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShedEvent {
+    /// The call site.
+    pub source: &'static str,
+    /// The units it asked for.
+    pub units: usize,
+    /// How long it waited before it was shed (zero when shed at arrival).
+    pub waited: Duration,
+    /// The limit that turned it away.
+    pub reason: ShedReason,
+    /// The `Retry-After` it was told.
+    pub retry_after: Duration,
+    /// The gate's estimate, at the shed, of how long a request of these units
+    /// arriving then would wait; `None` before the gate has seen a hold. See
+    /// [`Gate::estimated_wait`](crate::Gate::estimated_wait).
+    pub estimated_wait: Option<Duration>,
+}
+
+/// [`Observer::on_capacity`]: the capacity changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CapacityEvent {
+    /// The capacity now, in units.
+    pub capacity: usize,
+}
+
+/// [`Observer::on_overload`]: the overload rule started or stopped holding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OverloadEvent {
+    /// Whether the gate is overloaded from now on.
+    pub overloaded: bool,
+    /// The shortest wait seen over the interval that decided it.
+    pub shortest_wait: Duration,
+    /// The interval it was seen over.
+    pub interval: Duration,
+    /// The gate's overload target.
+    pub target: Duration,
+}
+
+// Constructors, for the tests of an observer and for observers that wrap others:
+// fields added later get a default here, so these calls keep compiling.
+
+impl<'a> StartEvent<'a> {
+    /// A start without an overload target.
+    #[must_use]
+    pub const fn new(capacity: usize, sources: &'a [&'static str]) -> Self {
+        Self {
+            capacity,
+            sources,
+            overload_target: None,
+        }
+    }
+
+    /// The same, with an overload target.
+    #[must_use]
+    pub const fn with_overload_target(mut self, target: Duration) -> Self {
+        self.overload_target = Some(target);
+        self
+    }
+}
+
+impl AdmitEvent {
+    /// An admission.
+    #[must_use]
+    pub const fn new(source: &'static str, units: usize, waited: Duration) -> Self {
+        Self {
+            source,
+            units,
+            waited,
+        }
+    }
+}
+
+impl ReleaseEvent {
+    /// A release.
+    #[must_use]
+    pub const fn new(source: &'static str, units: usize, held: Duration) -> Self {
+        Self {
+            source,
+            units,
+            held,
+        }
+    }
+}
+
+impl ShedEvent {
+    /// A shed with no estimate.
+    #[must_use]
+    pub const fn new(
+        source: &'static str,
+        units: usize,
+        waited: Duration,
+        reason: ShedReason,
+        retry_after: Duration,
+    ) -> Self {
+        Self {
+            source,
+            units,
+            waited,
+            reason,
+            retry_after,
+            estimated_wait: None,
+        }
+    }
+
+    /// The same, with the gate's estimate.
+    #[must_use]
+    pub const fn with_estimated_wait(mut self, estimated_wait: Duration) -> Self {
+        self.estimated_wait = Some(estimated_wait);
+        self
+    }
+}
+
+impl CapacityEvent {
+    /// A capacity change.
+    #[must_use]
+    pub const fn new(capacity: usize) -> Self {
+        Self { capacity }
+    }
+}
+
+impl OverloadEvent {
+    /// A change of the overload state.
+    #[must_use]
+    pub const fn new(
+        overloaded: bool,
+        shortest_wait: Duration,
+        interval: Duration,
+        target: Duration,
+    ) -> Self {
+        Self {
+            overloaded,
+            shortest_wait,
+            interval,
+            target,
+        }
     }
 }
 
@@ -61,18 +248,36 @@ pub enum ShedReason {
     /// [`max_waiters`] requests were already parked: shed at once, without parking.
     #[doc = alloc_item_link!("max_waiters", "GateBuilder::max_waiters", "struct.GateBuilder.html#method.max_waiters")]
     QueueFull,
+    /// The gate was overloaded (a standing queue) and the request had waited as
+    /// long as an overloaded gate lets anyone wait: twice the
+    /// [`overload_target`].
+    #[doc = alloc_item_link!("overload_target", "GateBuilder::overload_target", "struct.GateBuilder.html#method.overload_target")]
+    Overload,
+    /// Shed at arrival, without parking: the units queued ahead of it, at the pace
+    /// units come back, would not have been free within the longest it could wait
+    /// (budget, ceiling, or the overload cap). Only with an [`overload_target`].
+    #[doc = alloc_item_link!("overload_target", "GateBuilder::overload_target", "struct.GateBuilder.html#method.overload_target")]
+    Hopeless,
 }
 
 impl ShedReason {
     /// Every reason, for registering per-reason series up front.
-    pub const ALL: [ShedReason; 2] = [ShedReason::WaitBudget, ShedReason::QueueFull];
+    pub const ALL: [ShedReason; 4] = [
+        ShedReason::WaitBudget,
+        ShedReason::QueueFull,
+        ShedReason::Overload,
+        ShedReason::Hopeless,
+    ];
 
-    /// A stable `snake_case` label: `"wait_budget"` or `"queue_full"`.
+    /// A stable `snake_case` label: `"wait_budget"`, `"queue_full"`, `"overload"`
+    /// or `"hopeless"`.
     #[must_use]
     pub fn label(self) -> &'static str {
         match self {
             Self::WaitBudget => "wait_budget",
             Self::QueueFull => "queue_full",
+            Self::Overload => "overload",
+            Self::Hopeless => "hopeless",
         }
     }
 }
@@ -81,19 +286,22 @@ impl Observer for () {}
 
 #[cfg(feature = "alloc")]
 impl<O: Observer + ?Sized> Observer for alloc::sync::Arc<O> {
-    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
-        (**self).on_start(capacity, sources);
+    fn on_start(&self, event: &StartEvent<'_>) {
+        (**self).on_start(event);
     }
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
-        (**self).on_admit(source, units, waited);
+    fn on_admit(&self, event: &AdmitEvent) {
+        (**self).on_admit(event);
     }
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
-        (**self).on_release(source, units, held);
+    fn on_release(&self, event: &ReleaseEvent) {
+        (**self).on_release(event);
     }
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
-        (**self).on_shed(source, units, waited, reason);
+    fn on_shed(&self, event: &ShedEvent) {
+        (**self).on_shed(event);
     }
-    fn on_capacity(&self, capacity: usize) {
-        (**self).on_capacity(capacity);
+    fn on_capacity(&self, event: &CapacityEvent) {
+        (**self).on_capacity(event);
+    }
+    fn on_overload(&self, event: &OverloadEvent) {
+        (**self).on_overload(event);
     }
 }

@@ -8,7 +8,7 @@ use core::future::Pending;
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::{Gate, Observer, Semaphore, Timer};
+use crate::{AdmitEvent, Gate, Observer, ReleaseEvent, Semaphore, Timer};
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
@@ -51,11 +51,11 @@ impl Gauge {
 }
 
 impl Observer for Gauge {
-    fn on_admit(&self, _: &'static str, units: usize, _: Duration) {
-        self.add(units);
+    fn on_admit(&self, event: &AdmitEvent) {
+        self.add(event.units);
     }
-    fn on_release(&self, _: &'static str, units: usize, _: Duration) {
-        self.sub(units);
+    fn on_release(&self, event: &ReleaseEvent) {
+        self.sub(event.units);
     }
 }
 

@@ -38,6 +38,21 @@
 //! capacity. `capacity()` is checked after every step, and the observer's gauge
 //! may exceed the capacity only by the units still owed to a shrink; `in_use()`
 //! counts the units in permits.
+//!
+//! # Overload
+//!
+//! A case whose capacity byte has its high bit set builds the gate with an
+//! overload target of a quarter of the budget, and the model follows the rule
+//! step for step: the mean hold of a unit (the same `f32` arithmetic as the
+//! gate's pace), the units parked (every acquire past its first poll that has not
+//! ended), the estimate `(queued + units − available) × mean / capacity`, CoDel's
+//! state (the shortest wait of each interval, seen at every admission and parked
+//! shed), the limits on a wait (the cap of twice the target while overloaded) and
+//! the looks at them (a waiter's sleep fires at the cap, then once a recheck,
+//! which the wake-up counts check). So it predicts each `Hopeless` shed at
+//! arrival and `Overload` shed after parking, every `on_overload`, the
+//! `Retry-After` of every shed, and `is_overloaded()` and `estimated_wait()` after
+//! every step.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -47,7 +62,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use admit::{ConfigError, Gate, GateAcquire, GateError, GatePermit, Observer, ShedReason, Source};
+use admit::{
+    AdmitEvent, CapacityEvent, ConfigError, Gate, GateAcquire, GateError, GatePermit, Observer,
+    OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
+};
 use arbitrary::{Arbitrary, Unstructured};
 
 #[path = "../support/manual_timer.rs"]
@@ -223,7 +241,8 @@ impl<'a> Arbitrary<'a> for GateOp {
 /// A decoded gate input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateCase {
-    /// Raw capacity; the gate gets `1 + capacity % 8`.
+    /// Raw capacity; the gate gets `1 + capacity % 8`, and an overload target of
+    /// a quarter of the budget if the high bit is set.
     pub capacity: u8,
     /// Raw wait budget; the gate gets `1 + budget % 64` ms.
     pub budget: u8,
@@ -300,6 +319,12 @@ pub struct GateStats {
     pub merges_across_sources: usize,
     /// `forget` calls.
     pub forgets: usize,
+    /// Sheds at arrival by the estimate (`Hopeless`).
+    pub hopeless: usize,
+    /// Sheds of parked acquires at the overload cap (`Overload`).
+    pub overload_sheds: usize,
+    /// Changes of the overload state.
+    pub overload_changes: usize,
 }
 
 /// Decodes `data` as a [`GateCase`] and replays it; `None` if it does not decode.
@@ -315,10 +340,14 @@ pub fn replay_gate_bytes(data: &[u8]) -> Option<GateStats> {
 pub fn replay_gate(case: &GateCase) -> GateStats {
     let capacity = 1 + usize::from(case.capacity % 8);
     let budget = Duration::from_millis(1 + u64::from(case.budget % 64));
+    let target = (case.capacity & 0x80 != 0).then(|| budget / 4);
     let timer = ManualTimer::new();
     let obs = Arc::new(Recorder::default());
-    let gate = Gate::builder(capacity)
-        .wait_budget(budget)
+    let mut builder = Gate::builder(capacity).wait_budget(budget);
+    if let Some(target) = target {
+        builder = builder.overload_target(target);
+    }
+    let gate = builder
         .max_units(1)
         .timer(timer.clone())
         .observer(Arc::clone(&obs))
@@ -332,6 +361,8 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
         obs: &obs,
         capacity,
         budget,
+        pace: ModelPace::default(),
+        codel: target.map(ModelCodel::new),
         now: Duration::ZERO,
         available: capacity,
         debt: 0,
@@ -363,10 +394,12 @@ pub enum Event {
     Admit(&'static str, usize, Duration),
     /// `on_release(source, units, held)`.
     Release(&'static str, usize, Duration),
-    /// `on_shed(source, units, waited)`.
-    Shed(&'static str, usize, Duration),
+    /// `on_shed(source, units, waited, reason)`.
+    Shed(&'static str, usize, Duration, ShedReason),
     /// `on_capacity(capacity)`.
     Capacity(usize),
+    /// `on_overload`: the state from now on.
+    Overloaded(bool),
 }
 
 /// Records events and keeps an in-use gauge the way a metrics observer would.
@@ -388,32 +421,36 @@ impl Recorder {
 }
 
 impl Observer for Recorder {
-    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
-        self.push(Event::Start(capacity, sources.to_vec()));
+    fn on_start(&self, e: &StartEvent<'_>) {
+        self.push(Event::Start(e.capacity, e.sources.to_vec()));
     }
 
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
-        let now = self.gauge.fetch_add(units, Ordering::SeqCst) + units;
+    fn on_admit(&self, e: &AdmitEvent) {
+        let now = self.gauge.fetch_add(e.units, Ordering::SeqCst) + e.units;
         self.max_gauge.fetch_max(now, Ordering::SeqCst);
-        self.push(Event::Admit(source, units, waited));
+        self.push(Event::Admit(e.source, e.units, e.waited));
     }
 
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
-        self.gauge.fetch_sub(units, Ordering::SeqCst);
-        self.push(Event::Release(source, units, held));
+    fn on_release(&self, e: &ReleaseEvent) {
+        self.gauge.fetch_sub(e.units, Ordering::SeqCst);
+        self.push(Event::Release(e.source, e.units, e.held));
     }
 
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
-        assert_eq!(
-            reason,
-            ShedReason::WaitBudget,
+    fn on_shed(&self, e: &ShedEvent) {
+        assert_ne!(
+            e.reason,
+            ShedReason::QueueFull,
             "the model's gate has no max_waiters"
         );
-        self.push(Event::Shed(source, units, waited));
+        self.push(Event::Shed(e.source, e.units, e.waited, e.reason));
     }
 
-    fn on_capacity(&self, capacity: usize) {
-        self.push(Event::Capacity(capacity));
+    fn on_overload(&self, e: &OverloadEvent) {
+        self.push(Event::Overloaded(e.overloaded));
+    }
+
+    fn on_capacity(&self, e: &CapacityEvent) {
+        self.push(Event::Capacity(e.capacity));
     }
 }
 
@@ -463,6 +500,8 @@ struct GWaiter<'g> {
     phase: Phase,
     /// When it parked.
     start: Duration,
+    /// The wait, from parking, at which its sleep fires next.
+    look_at: Duration,
     /// The sleep is registered with the timer and not yet woken by it.
     sleep_armed: bool,
     /// The signal holds this waiter's waker and has not fired.
@@ -485,6 +524,9 @@ struct GateHarness<'g> {
     obs: &'g Arc<Recorder>,
     capacity: usize,
     budget: Duration,
+    pace: ModelPace,
+    /// With an overload target.
+    codel: Option<ModelCodel>,
     now: Duration,
     available: usize,
     /// Units owed to a retirement.
@@ -598,6 +640,7 @@ impl<'g> GateHarness<'g> {
             fired: false,
             phase: Phase::Fresh,
             start: Duration::ZERO,
+            look_at: Duration::ZERO,
             sleep_armed: false,
             signal_armed: false,
             waker: Arc::new(CountingWaker::default()),
@@ -621,15 +664,20 @@ impl<'g> GateHarness<'g> {
             Err(GateError::Busy { retry_after })
                 if !oversize && !self.closed && !self.fits(units) =>
             {
-                self.check_retry_after(retry_after);
-                self.expected_events
-                    .push(Event::Shed(site.label(), units, Duration::ZERO));
+                self.check_retry_after(retry_after, units);
+                self.expected_events.push(Event::Shed(
+                    site.label(),
+                    units,
+                    Duration::ZERO,
+                    ShedReason::WaitBudget,
+                ));
                 self.stats.try_sheds += 1;
             }
             Ok(permit) if !oversize && !self.closed && self.fits(units) => {
                 self.available -= units;
                 self.expected_events
                     .push(Event::Admit(site.label(), units, Duration::ZERO));
+                self.saw_wait(Duration::ZERO);
                 self.stats.try_admits += 1;
                 self.take_permit(permit, units, site);
             }
@@ -657,16 +705,103 @@ impl<'g> GateHarness<'g> {
         });
     }
 
-    fn check_retry_after(&self, retry_after: Duration) {
+    fn check_retry_after(&self, retry_after: Duration, units: usize) {
         let (min, max) = self.gate.retry_after_bounds();
         self.expect(
             retry_after > Duration::ZERO && (min..=max).contains(&retry_after),
             || format!("retry_after {retry_after:?} outside {min:?}..={max:?}"),
         );
-        let now = self.gate.retry_after();
+        let now = self.gate.retry_after(units);
         self.expect(retry_after == now, || {
             format!("Busy carried {retry_after:?}, the gate now says {now:?}")
         });
+        let model = self.estimate(units).map_or(min, |e| e.clamp(min, max));
+        self.expect(retry_after == model, || {
+            format!("Busy carried {retry_after:?}, the model's estimate says {model:?}")
+        });
+    }
+
+    /// Units of the acquires past their first poll that have not ended: the
+    /// gate's queue for the estimate (granted ones count until they are polled).
+    fn queued_units(&self) -> usize {
+        self.waiters
+            .iter()
+            .filter(|w| w.phase != Phase::Fresh)
+            .map(|w| w.units)
+            .sum()
+    }
+
+    /// The gate's estimate for a newcomer of `units`.
+    fn estimate(&self, units: usize) -> Option<Duration> {
+        let deficit = (self.queued_units() + units).saturating_sub(self.available);
+        let mean = f64::from(self.pace.mean?);
+        Some(micros_of(
+            mean * deficit as f64 / self.capacity.max(1) as f64,
+        ))
+    }
+
+    /// Why an acquire of `units` with a wait of at most `max_wait` is shed at its
+    /// first poll, when it does not fit: hopeless by the estimate (with a target),
+    /// or a zero wait.
+    fn at_arrival(&self, units: usize, max_wait: Duration) -> Option<ShedReason> {
+        let hopeless = self.codel.is_some()
+            && self
+                .estimate(units)
+                .is_some_and(|e| e > self.longest_now(max_wait));
+        if hopeless {
+            Some(ShedReason::Hopeless)
+        } else if max_wait.is_zero() {
+            Some(ShedReason::WaitBudget)
+        } else {
+            None
+        }
+    }
+
+    fn longest_now(&self, max_wait: Duration) -> Duration {
+        match &self.codel {
+            Some(c) if c.overloaded => max_wait.min(c.target * 2),
+            _ => max_wait,
+        }
+    }
+
+    fn expired(&self, max_wait: Duration, waited: Duration) -> Option<ShedReason> {
+        if waited >= max_wait {
+            return Some(ShedReason::WaitBudget);
+        }
+        match &self.codel {
+            Some(c) if c.overloaded && waited >= c.target * 2 => Some(ShedReason::Overload),
+            _ => None,
+        }
+    }
+
+    /// The next look of a waiter that has waited `waited` and not expired: its
+    /// limit, the cap, or past the cap one recheck (an interval, at least the
+    /// target) later.
+    fn next_look(&self, max_wait: Duration, waited: Duration) -> Duration {
+        let Some(c) = &self.codel else {
+            return max_wait;
+        };
+        let cap = c.target * 2;
+        if cap >= max_wait {
+            max_wait
+        } else if waited < cap {
+            cap
+        } else {
+            let recheck = c.interval(self.pace.mean_hold()).max(c.target);
+            max_wait.min(waited + recheck)
+        }
+    }
+
+    /// A wait the overload rule sees (an admission's, or a parked shed's).
+    fn saw_wait(&mut self, waited: Duration) {
+        let mean = self.pace.mean_hold();
+        let now = self.now;
+        if let Some(c) = &mut self.codel {
+            if let Some(overloaded) = c.observe(waited, now, mean) {
+                self.expected_events.push(Event::Overloaded(overloaded));
+                self.stats.overload_changes += 1;
+            }
+        }
     }
 
     fn poll(&mut self, i: usize) {
@@ -690,7 +825,19 @@ impl<'g> GateHarness<'g> {
         let label = site.label();
         let oversize = units > self.capacity;
         let fits = self.fits(units);
-        let expired = phase != Phase::Fresh && self.now >= start + max_wait;
+        let waited = self.now.saturating_sub(start);
+        let expired_for = if phase == Phase::Fresh {
+            None
+        } else {
+            self.expired(max_wait, waited)
+        };
+        let expired = expired_for.is_some();
+        // At the first poll of a request that parks: shed at once, and why.
+        let at_arrival = if phase == Phase::Fresh && !fits {
+            self.at_arrival(units, max_wait)
+        } else {
+            None
+        };
         match (phase, result) {
             (Phase::Fresh, Poll::Ready(Err(GateError::ExceedsCapacity(e)))) if oversize => {
                 self.expect(e.requested == units && e.capacity == self.capacity, || {
@@ -726,37 +873,46 @@ impl<'g> GateHarness<'g> {
                 self.available -= units;
                 self.expected_events
                     .push(Event::Admit(label, units, Duration::ZERO));
+                self.saw_wait(Duration::ZERO);
                 self.stats.immediate_admits += 1;
                 self.take_permit(permit, units, site);
                 self.finish(i);
             }
             (Phase::Fresh, Poll::Ready(Err(GateError::Busy { retry_after })))
-                if !fired && !oversize && !self.closed && !fits && max_wait == Duration::ZERO =>
+                if !fired && !oversize && !self.closed && at_arrival.is_some() =>
             {
-                // Parked, and the zero wait expired at once: it left the queue
-                // (it was last, so nobody behind it is served) before `on_shed`.
-                self.check_retry_after(retry_after);
+                // Parked, and shed at once (the estimate, or a zero wait): it left
+                // the queue (it was last, so nobody behind it is served) before
+                // `on_shed`.
+                let reason = at_arrival.expect("guarded");
+                self.check_retry_after(retry_after, units);
                 self.expected_events
-                    .push(Event::Shed(label, units, Duration::ZERO));
-                self.stats.sheds += 1;
-                self.stats.sheds_at_once += 1;
+                    .push(Event::Shed(label, units, Duration::ZERO, reason));
+                if reason == ShedReason::Hopeless {
+                    self.stats.hopeless += 1;
+                } else {
+                    self.stats.sheds += 1;
+                    self.stats.sheds_at_once += 1;
+                }
                 self.finish(i);
             }
             (Phase::Fresh, Poll::Pending)
-                if !fired && !oversize && !self.closed && !fits && max_wait > Duration::ZERO =>
+                if !fired && !oversize && !self.closed && !fits && at_arrival.is_none() =>
             {
                 let now = self.now;
+                let look_at = self.next_look(max_wait, Duration::ZERO);
                 let w = &mut self.waiters[i];
                 w.phase = Phase::Parked;
                 w.start = now;
+                w.look_at = look_at;
                 w.sleep_armed = true;
                 w.signal_armed = true;
                 self.queue.push_back(key);
             }
             (Phase::Granted, Poll::Ready(Ok(permit))) if !fired => {
-                let waited = self.now - start;
                 self.expected_events
                     .push(Event::Admit(label, units, waited));
+                self.saw_wait(waited);
                 self.stats.parked_admits += 1;
                 if expired {
                     self.stats.admits_at_deadline += 1;
@@ -777,15 +933,29 @@ impl<'g> GateHarness<'g> {
             (Phase::Parked, Poll::Ready(Err(GateError::Busy { retry_after })))
                 if !fired && expired =>
             {
+                let reason = expired_for.expect("guarded");
                 self.leave_queue(key);
-                self.check_retry_after(retry_after);
+                // It has left the gate's queue too: the estimate is a newcomer's.
+                self.waiters[i].phase = Phase::Fresh;
+                self.check_retry_after(retry_after, units);
                 self.expected_events
-                    .push(Event::Shed(label, units, self.now - start));
-                self.stats.sheds += 1;
+                    .push(Event::Shed(label, units, waited, reason));
+                self.saw_wait(waited);
+                if reason == ShedReason::Overload {
+                    self.stats.overload_sheds += 1;
+                } else {
+                    self.stats.sheds += 1;
+                }
                 self.finish(i);
             }
             (Phase::Parked, Poll::Pending) if !fired && !expired => {
+                // A look that came due arms the next one.
+                let next =
+                    (waited >= self.waiters[i].look_at).then(|| self.next_look(max_wait, waited));
                 let w = &mut self.waiters[i];
+                if let Some(next) = next {
+                    w.look_at = next;
+                }
                 w.sleep_armed = true;
                 w.signal_armed = true;
             }
@@ -864,7 +1034,7 @@ impl<'g> GateHarness<'g> {
         self.now += by;
         let now = self.now;
         for w in &mut self.waiters {
-            if w.sleep_armed && now >= w.start + w.max_wait {
+            if w.sleep_armed && now >= w.start + w.look_at {
                 w.sleep_armed = false;
                 w.expected_wakes += 1;
                 self.stats.deadline_wakes += 1;
@@ -888,6 +1058,7 @@ impl<'g> GateHarness<'g> {
         }
         self.expected_events
             .push(Event::Release(site.label(), units, held));
+        self.pace.record(units, held);
         self.give_back(units);
     }
 
@@ -978,6 +1149,7 @@ impl<'g> GateHarness<'g> {
         self.debt -= units - cut;
         self.expected_events
             .push(Event::Release(site.label(), units, self.now - admitted_at));
+        self.pace.record(units, self.now - admitted_at);
         self.expected_events.push(Event::Capacity(self.capacity));
         self.serve();
     }
@@ -1116,6 +1288,16 @@ impl<'g> GateHarness<'g> {
         self.expect(self.gate.is_closed() == self.closed, || {
             "is_closed()".into()
         });
+        let overloaded = self.codel.as_ref().is_some_and(|c| c.overloaded);
+        self.expect(self.gate.is_overloaded() == overloaded, || {
+            format!("is_overloaded() is {}", self.gate.is_overloaded())
+        });
+        for units in [1, self.capacity] {
+            let (gate, model) = (self.gate.estimated_wait(units), self.estimate(units));
+            self.expect(gate == model, || {
+                format!("estimated_wait({units}) is {gate:?}, the model's {model:?}")
+            });
+        }
         self.expect(self.timer.now() == self.now, || "clock".into());
         for w in &self.waiters {
             let count = w.waker.count();
@@ -1167,6 +1349,83 @@ impl<'g> GateHarness<'g> {
             self.step, self.last_op, self.capacity, self.budget
         );
     }
+}
+
+/// The gate's mean hold of a unit, with the same `f32` steps.
+#[derive(Debug, Default)]
+struct ModelPace {
+    mean: Option<f32>,
+    folded: u32,
+}
+
+impl ModelPace {
+    const WINDOW: u32 = 16;
+
+    fn record(&mut self, units: usize, held: Duration) {
+        let units = u32::try_from(units)
+            .unwrap_or(Self::WINDOW)
+            .min(Self::WINDOW);
+        self.folded = (self.folded + units).min(Self::WINDOW);
+        let weight = units as f32 / self.folded as f32;
+        let sample = held.as_secs_f32();
+        self.mean = Some(match self.mean {
+            None => sample,
+            Some(mean) => mean + (sample - mean) * weight,
+        });
+    }
+
+    fn mean_hold(&self) -> Option<Duration> {
+        self.mean.map(|m| micros_of(f64::from(m)))
+    }
+}
+
+/// CoDel's state as the gate keeps it: the end of the interval (in wrapping
+/// microseconds), the shortest wait in it, and whether the gate is overloaded.
+#[derive(Debug)]
+struct ModelCodel {
+    target: Duration,
+    overloaded: bool,
+    end: u32,
+    shortest: Option<u32>,
+}
+
+impl ModelCodel {
+    fn new(target: Duration) -> Self {
+        Self {
+            target,
+            overloaded: false,
+            end: 0,
+            shortest: None,
+        }
+    }
+
+    fn interval(&self, mean_hold: Option<Duration>) -> Duration {
+        mean_hold
+            .unwrap_or(self.target)
+            .clamp(Duration::from_micros(100), Duration::from_secs(60))
+    }
+
+    /// Returns the new state if this wait changed it.
+    fn observe(&mut self, waited: Duration, now: Duration, mean: Option<Duration>) -> Option<bool> {
+        let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX - 1);
+        let stamp = |d: Duration| d.as_micros() as u32;
+        let ahead = self.end.wrapping_sub(stamp(now));
+        if ahead == 0 || ahead > us(Duration::from_secs(60)) {
+            self.end = stamp(now + self.interval(mean));
+            let overloaded = self.shortest.is_some_and(|s| s > us(self.target));
+            self.shortest = Some(us(waited));
+            let changed = overloaded != self.overloaded;
+            self.overloaded = overloaded;
+            return changed.then_some(overloaded);
+        }
+        self.shortest = Some(self.shortest.map_or(us(waited), |s| s.min(us(waited))));
+        None
+    }
+}
+
+/// Seconds to the nearest microsecond, as the gate rounds its estimate.
+fn micros_of(secs: f64) -> Duration {
+    Duration::from_micros((secs * 1e6 + 0.5) as u64)
 }
 
 fn pick(raw: u8, len: usize) -> Option<usize> {

@@ -23,8 +23,14 @@ pub enum Event {
     Shed(&'static str, usize, Duration),
     /// `on_shed(source, units, _, ShedReason::QueueFull)`.
     QueueFull(&'static str, usize),
+    /// `on_shed(source, units, waited, ShedReason::Overload)`.
+    OverloadShed(&'static str, usize, Duration),
+    /// `on_shed(source, units, _, ShedReason::Hopeless)`, with its `Retry-After`.
+    Hopeless(&'static str, usize, Duration),
     /// `on_capacity(capacity)`.
     Capacity(usize),
+    /// `on_overload`: the state from now on.
+    Overloaded(bool),
 }
 
 type Probe = Box<dyn Fn() -> usize + Send + Sync>;
@@ -101,31 +107,36 @@ impl Recorder {
 }
 
 impl admit::Observer for Recorder {
-    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
-        self.push(Event::Start(capacity, sources.to_vec()));
+    fn on_start(&self, e: &admit::StartEvent<'_>) {
+        self.push(Event::Start(e.capacity, e.sources.to_vec()));
     }
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
+    fn on_admit(&self, e: &admit::AdmitEvent) {
         if let Some(p) = self.probe.lock().unwrap().as_ref() {
             self.admit_probes.lock().unwrap().push(p());
         }
-        self.push(Event::Admit(source, units, waited));
+        self.push(Event::Admit(e.source, e.units, e.waited));
     }
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
+    fn on_release(&self, e: &admit::ReleaseEvent) {
         let probed = self.probe.lock().unwrap().as_ref().map(|p| p());
         self.push(Event::Release {
-            source,
-            units,
-            held,
+            source: e.source,
+            units: e.units,
+            held: e.held,
             probed,
         });
     }
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
-        match reason {
-            ShedReason::QueueFull => self.push(Event::QueueFull(source, units)),
-            _ => self.push(Event::Shed(source, units, waited)),
-        }
+    fn on_shed(&self, e: &admit::ShedEvent) {
+        self.push(match e.reason {
+            ShedReason::QueueFull => Event::QueueFull(e.source, e.units),
+            ShedReason::Overload => Event::OverloadShed(e.source, e.units, e.waited),
+            ShedReason::Hopeless => Event::Hopeless(e.source, e.units, e.retry_after),
+            _ => Event::Shed(e.source, e.units, e.waited),
+        });
     }
-    fn on_capacity(&self, capacity: usize) {
-        self.push(Event::Capacity(capacity));
+    fn on_capacity(&self, e: &admit::CapacityEvent) {
+        self.push(Event::Capacity(e.capacity));
+    }
+    fn on_overload(&self, e: &admit::OverloadEvent) {
+        self.push(Event::Overloaded(e.overloaded));
     }
 }

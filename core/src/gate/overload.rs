@@ -1,0 +1,291 @@
+//! Overload control: a standing queue detected by CoDel's rule, and the limits it
+//! puts on a wait.
+//!
+//! # The rule
+//!
+//! The gate is *overloaded* while the shortest wait seen over an interval stayed
+//! above the target (RFC 8289's "the minimum sojourn time over an interval", as
+//! folly's `Codel` applies it to a server's queue). A wait is seen when a request is
+//! admitted (zero when it was granted at once) or is shed after it parked. At the
+//! first wait seen after an interval ends, the interval's shortest wait decides the
+//! state for the next one, and that wait opens it.
+//!
+//! A burst is a queue that drains: its last waits fall below the target and the
+//! rule does not fire. A queue that stays above the target for a whole interval is
+//! standing, and waiting longer helps nobody: the units come back no faster.
+//!
+//! # The interval
+//!
+//! One mean hold of a unit ([`Pace`](super::pace)): the time a full gate takes to
+//! turn its whole capacity over once. A wait above the target means the queue has
+//! stood for the target already; the interval gives it one more turnover to clear,
+//! so a burst of up to a gate's worth of requests beyond the target's is absorbed
+//! without an alarm, whatever the scale of the holds (microsecond RPCs or
+//! multi-second uploads). It is bounded to [`MIN_INTERVAL`, `MAX_INTERVAL`], and
+//! is the target before the first release.
+//!
+//! # The limits
+//!
+//! While overloaded, no request waits longer than [`cap`](Overload::cap), twice
+//! the target (folly's "slough timeout", Breakwater's drop threshold): a request
+//! parked that long is shed with [`ShedReason::Overload`]. At arrival, a request
+//! whose estimated wait is longer than the most it could wait (its budget or
+//! ceiling, and the cap while overloaded) is shed at once with
+//! [`ShedReason::Hopeless`]. FIFO order is the semaphore's and stays: nothing
+//! admitted is revoked, and nobody is served out of turn.
+//!
+//! # Advisory state
+//!
+//! As the pace's: nothing here counts units. A stale read of the state or of the
+//! interval's end can only make one request be shed or admitted differently from
+//! an exact one, or delay a change of state by one wait seen; the semaphore's
+//! accounting is untouched. Times are stored as microseconds in 32-bit words
+//! (wrapping every 71 minutes, so 32-bit targets need no 64-bit atomics): an
+//! interval's end is never further ahead than `MAX_INTERVAL`, so one that reads
+//! further ahead is stale and counts as passed.
+
+use core::time::Duration;
+
+use crate::loom::sync::{AtomicBool, AtomicU32, Ordering};
+use crate::{OverloadEvent, ShedReason};
+
+/// The shortest interval: below it the clock's resolution and the cost of a
+/// change of state per wait would dominate.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_micros(100);
+/// The longest interval.
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(60);
+/// No wait seen in this interval yet.
+const NONE: u32 = u32::MAX;
+
+pub(crate) struct Overload {
+    target: Duration,
+    overloaded: AtomicBool,
+    /// The end of the current interval: `stamp` of the gate's timer.
+    interval_end: AtomicU32,
+    /// The shortest wait seen in the current interval, in µs (saturating), or
+    /// `NONE`.
+    shortest: AtomicU32,
+}
+
+impl Overload {
+    pub(crate) fn new(target: Duration) -> Self {
+        Self {
+            target,
+            overloaded: AtomicBool::new(false),
+            interval_end: AtomicU32::new(0),
+            shortest: AtomicU32::new(NONE),
+        }
+    }
+
+    pub(crate) fn target(&self) -> Duration {
+        self.target
+    }
+
+    /// The longest an overloaded gate lets a request wait: twice the target.
+    pub(crate) fn cap(&self) -> Duration {
+        self.target.saturating_mul(2)
+    }
+
+    pub(crate) fn is_overloaded(&self) -> bool {
+        self.overloaded.load(Ordering::Relaxed)
+    }
+
+    /// The interval for a mean hold of `mean_hold` (`None`: no release yet).
+    pub(crate) fn interval(&self, mean_hold: Option<Duration>) -> Duration {
+        mean_hold
+            .unwrap_or(self.target)
+            .clamp(MIN_INTERVAL, MAX_INTERVAL)
+    }
+
+    /// A wait seen at `now`, with the interval in force `interval`. Returns the
+    /// event to report when this wait changed the state.
+    pub(crate) fn observe(
+        &self,
+        waited: Duration,
+        now: Duration,
+        interval: Duration,
+    ) -> Option<OverloadEvent> {
+        let waited_us = micros(waited);
+        let end = self.interval_end.load(Ordering::Relaxed);
+        let ahead = end.wrapping_sub(stamp(now));
+        let passed = ahead == 0 || ahead > micros(MAX_INTERVAL);
+        if passed
+            && self
+                .interval_end
+                .compare_exchange(
+                    end,
+                    stamp(now.saturating_add(interval)),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            // This wait opens the next interval.
+            let shortest = self.shortest.swap(waited_us, Ordering::Relaxed);
+            let overloaded = shortest != NONE && shortest > micros(self.target);
+            if self.overloaded.swap(overloaded, Ordering::Relaxed) != overloaded {
+                return Some(OverloadEvent::new(
+                    overloaded,
+                    Duration::from_micros(u64::from(shortest)),
+                    interval,
+                    self.target,
+                ));
+            }
+            return None;
+        }
+        if waited_us < self.shortest.load(Ordering::Relaxed) {
+            self.shortest.fetch_min(waited_us, Ordering::Relaxed);
+        }
+        None
+    }
+}
+
+/// How long a request may wait, and when it must look again: its own limit (the
+/// budget, or its ceiling) and, with an overload target, the cap while overloaded.
+#[derive(Clone, Copy)]
+pub(crate) struct WaitLimits<'a> {
+    /// The budget, or the ceiling if shorter.
+    pub(crate) limit: Duration,
+    pub(crate) overload: Option<&'a Overload>,
+    /// With an overload target: how often a request parked past the cap looks
+    /// again whether the gate has become overloaded.
+    pub(crate) recheck: Duration,
+}
+
+impl WaitLimits<'_> {
+    /// The most a request arriving now may wait.
+    pub(crate) fn longest_now(&self) -> Duration {
+        match self.overload {
+            Some(overload) if overload.is_overloaded() => self.limit.min(overload.cap()),
+            _ => self.limit,
+        }
+    }
+
+    /// Why a request parked for `waited` must be shed now, if it must.
+    pub(crate) fn expired(&self, waited: Duration) -> Option<ShedReason> {
+        if waited >= self.limit {
+            return Some(ShedReason::WaitBudget);
+        }
+        match self.overload {
+            Some(overload) if overload.is_overloaded() && waited >= overload.cap() => {
+                Some(ShedReason::Overload)
+            }
+            _ => None,
+        }
+    }
+
+    /// The wait, counted from parking, at which a request that has not
+    /// [`expired`](Self::expired) after `waited` must look again: its limit, the
+    /// cap, or (past the cap, while not overloaded) one recheck later.
+    pub(crate) fn next_look(&self, waited: Duration) -> Duration {
+        let Some(overload) = self.overload else {
+            return self.limit;
+        };
+        let cap = overload.cap();
+        if cap >= self.limit {
+            self.limit
+        } else if waited < cap {
+            cap
+        } else {
+            self.limit.min(waited.saturating_add(self.recheck))
+        }
+    }
+}
+
+/// `d` in whole microseconds, saturating below `NONE`.
+fn micros(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).map_or(NONE - 1, |us| us.min(NONE - 1))
+}
+
+/// A point of the gate's timer as a wrapping count of microseconds.
+fn stamp(t: Duration) -> u32 {
+    t.as_micros() as u32
+}
+
+#[cfg(all(test, not(any(admit_loom, admit_shuttle))))]
+mod tests {
+    use super::*;
+
+    const TARGET: Duration = Duration::from_millis(100);
+    const INTERVAL: Duration = Duration::from_secs(1);
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn the_state_changes_only_when_an_interval_ends() {
+        let o = Overload::new(TARGET);
+        // The first wait opens the first interval: no evidence yet.
+        assert_eq!(o.observe(ms(500), ms(0), INTERVAL), None);
+        assert_eq!(o.observe(ms(300), ms(500), INTERVAL), None);
+        assert!(!o.is_overloaded(), "within the interval nothing changes");
+        let event = o.observe(ms(400), ms(1000), INTERVAL).expect("a change");
+        assert!(event.overloaded);
+        assert_eq!(event.shortest_wait, ms(300));
+        assert!(o.is_overloaded());
+        // One short wait in the next interval ends it at the interval's end.
+        assert_eq!(o.observe(ms(50), ms(1500), INTERVAL), None);
+        assert!(o.is_overloaded());
+        let event = o.observe(ms(400), ms(2000), INTERVAL).expect("a change");
+        assert!(!event.overloaded);
+        assert_eq!(event.shortest_wait, ms(50));
+    }
+
+    #[test]
+    fn a_wait_equal_to_the_target_is_not_above_it() {
+        let o = Overload::new(TARGET);
+        o.observe(TARGET, ms(0), INTERVAL);
+        o.observe(TARGET, ms(1000), INTERVAL);
+        assert!(!o.is_overloaded());
+    }
+
+    #[test]
+    fn an_interval_end_read_far_ahead_is_stale_and_passed() {
+        let o = Overload::new(TARGET);
+        o.observe(ms(500), ms(0), INTERVAL);
+        // About 70 minutes later the µs stamp has wrapped to 62 s before the end
+        // the first wait set: further ahead than any interval, so it has passed.
+        let later = Duration::from_micros(1 << 32) - Duration::from_secs(61);
+        assert!(o.observe(ms(500), later, INTERVAL).is_some());
+    }
+
+    #[test]
+    fn the_interval_is_one_mean_hold_within_its_bounds() {
+        let o = Overload::new(TARGET);
+        assert_eq!(o.interval(None), TARGET);
+        assert_eq!(o.interval(Some(ms(2500))), ms(2500));
+        assert_eq!(o.interval(Some(Duration::from_micros(3))), MIN_INTERVAL);
+        assert_eq!(o.interval(Some(Duration::from_secs(3600))), MAX_INTERVAL);
+    }
+
+    #[test]
+    fn limits_cap_an_overloaded_wait_and_recheck_past_the_cap() {
+        let o = Overload::new(TARGET);
+        let limits = WaitLimits {
+            limit: ms(1000),
+            overload: Some(&o),
+            recheck: ms(300),
+        };
+        assert_eq!(limits.longest_now(), ms(1000));
+        assert_eq!(limits.next_look(ms(0)), ms(200), "the cap first");
+        assert_eq!(
+            limits.expired(ms(250)),
+            None,
+            "not overloaded: the cap does not bind"
+        );
+        assert_eq!(limits.next_look(ms(250)), ms(550), "one recheck later");
+        assert_eq!(limits.next_look(ms(900)), ms(1000), "never past the limit");
+        assert_eq!(limits.expired(ms(1000)), Some(ShedReason::WaitBudget));
+        o.overloaded.store(true, Ordering::Relaxed);
+        assert_eq!(limits.longest_now(), ms(200));
+        assert_eq!(limits.expired(ms(199)), None);
+        assert_eq!(limits.expired(ms(200)), Some(ShedReason::Overload));
+        let tight = WaitLimits {
+            limit: ms(150),
+            ..limits
+        };
+        assert_eq!(tight.next_look(ms(0)), ms(150), "a ceiling below the cap");
+        assert_eq!(tight.expired(ms(150)), Some(ShedReason::WaitBudget));
+    }
+}

@@ -1,0 +1,441 @@
+//! Overload control on a manual clock: each rule of `GateBuilder::overload_target`
+//! (a standing queue detected by CoDel's rule, the cap on an overloaded wait, the
+//! shed at arrival by the estimate, judged by the request's size) and how it
+//! composes with ceilings, `max_waiters`, close, drain and resize. Every test runs
+//! the same steps on a gate without the rule where that shows what the rule does.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use admit::{Gate, GateAcquire, GateError, GatePermit};
+use support::{Event, ManualTimer, Recorder, Src, Trigger};
+
+type TestGate = Gate<Src, ManualTimer, Arc<Recorder>>;
+type Waiting<'g, F = std::future::Pending<()>> =
+    Pin<Box<GateAcquire<'g, Src, ManualTimer, Arc<Recorder>, F>>>;
+
+const BUDGET: Duration = Duration::from_secs(5);
+const TARGET: Duration = Duration::from_millis(100);
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+fn gate_with(
+    capacity: usize,
+    target: Option<Duration>,
+    max_waiters: Option<usize>,
+) -> (TestGate, ManualTimer, Arc<Recorder>) {
+    let timer = ManualTimer::new();
+    let rec = Recorder::new();
+    let mut builder = Gate::builder(capacity).wait_budget(BUDGET);
+    if let Some(target) = target {
+        builder = builder.overload_target(target);
+    }
+    if let Some(max) = max_waiters {
+        builder = builder.max_waiters(max);
+    }
+    let gate = builder
+        .retry_after_bounds(ms(1), Duration::from_secs(60))
+        .timer(timer.clone())
+        .observer(Arc::clone(&rec))
+        .build()
+        .unwrap();
+    (gate, timer, rec)
+}
+
+fn gate(capacity: usize) -> (TestGate, ManualTimer, Arc<Recorder>) {
+    gate_with(capacity, Some(TARGET), None)
+}
+
+fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn take(gate: &TestGate, units: usize) -> GatePermit<Src> {
+    gate.try_acquire(units, Src::Upload).expect("units free")
+}
+
+/// A new acquire of `units`, polled once: it must park.
+fn park(gate: &TestGate, units: usize) -> Waiting<'_> {
+    let mut w = Box::pin(gate.acquire(units, Src::Mirror));
+    assert!(poll(w.as_mut()).is_pending(), "expected to park");
+    w
+}
+
+/// A new acquire of `units`, polled once: it must be shed at once as hopeless.
+fn hopeless(gate: &TestGate, rec: &Recorder, units: usize) -> Duration {
+    let before = rec.events().len();
+    let mut w = Box::pin(gate.acquire(units, Src::Publish));
+    let retry_after = match poll(w.as_mut()) {
+        Poll::Ready(Err(GateError::Busy { retry_after })) => retry_after,
+        other => panic!("expected a shed at arrival, got {other:?}"),
+    };
+    assert_eq!(
+        rec.events()[before..],
+        [Event::Hopeless("publish", units, retry_after)],
+        "one shed, for its reason"
+    );
+    retry_after
+}
+
+/// Sets the mean hold of a unit to `d`: every unit held for `d` once.
+fn pace(gate: &TestGate, timer: &ManualTimer, d: Duration) {
+    let all = take(gate, gate.capacity());
+    timer.advance(d);
+    drop(all);
+}
+
+fn close(a: Duration, b: Duration) -> bool {
+    a.abs_diff(b) <= Duration::from_micros(1)
+}
+
+#[test]
+fn a_hopeless_request_is_shed_at_arrival_and_a_hopeful_one_parks() {
+    for with_target in [true, false] {
+        let (gate, timer, rec) = gate_with(4, with_target.then_some(TARGET), None);
+        pace(&gate, &timer, ms(1000)); // a full gate returns a unit per 250 ms
+        let _all = take(&gate, 4);
+        // The k-th parked request waits about k × 250 ms: up to 20 fit the budget.
+        let parked: Vec<_> = (0..20).map(|_| park(&gate, 1)).collect();
+        assert!(close(gate.estimated_wait(1).unwrap(), ms(5250)));
+        if with_target {
+            let retry_after = hopeless(&gate, &rec, 1);
+            assert!(
+                close(retry_after, ms(5250)),
+                "the estimate: {retry_after:?}"
+            );
+            assert_eq!(gate.waiters(), 20, "it never stayed in the queue");
+        } else {
+            let _twenty_first = park(&gate, 1);
+            assert_eq!(gate.waiters(), 21, "without the rule it parks");
+        }
+        drop(parked);
+    }
+}
+
+#[test]
+fn a_large_request_is_judged_by_its_size() {
+    let (gate, timer, rec) = gate(4);
+    pace(&gate, &timer, ms(1000));
+    let _all = take(&gate, 4);
+    let _parked: Vec<_> = (0..17).map(|_| park(&gate, 1)).collect();
+    // A 4-unit request needs (17 + 4) × 250 ms = 5.25 s: more than the budget;
+    // a 1-unit one (17 + 1) × 250 ms = 4.5 s parks.
+    hopeless(&gate, &rec, 4);
+    let _small = park(&gate, 1);
+}
+
+#[test]
+fn a_ceiling_below_the_estimate_is_hopeless_too() {
+    let (gate, timer, rec) = gate(1);
+    pace(&gate, &timer, ms(1000));
+    let _all = take(&gate, 1);
+    let mut short = Box::pin(gate.acquire(1, Src::Publish).ceiling(ms(900)));
+    assert!(matches!(
+        poll(short.as_mut()),
+        Poll::Ready(Err(GateError::Busy { .. }))
+    ));
+    assert!(matches!(
+        rec.events().last(),
+        Some(Event::Hopeless("publish", 1, _))
+    ));
+    let mut long = Box::pin(gate.acquire(1, Src::Publish).ceiling(ms(1000)));
+    assert!(
+        poll(long.as_mut()).is_pending(),
+        "1 s fits a ceiling of 1 s"
+    );
+}
+
+#[test]
+fn before_the_first_release_nothing_is_hopeless() {
+    let (gate, _timer, _rec) = gate(1);
+    let _all = take(&gate, 1);
+    let _parked: Vec<_> = (0..100).map(|_| park(&gate, 1)).collect();
+    assert_eq!(gate.estimated_wait(1), None);
+}
+
+/// Capacity 1, holds of 300 ms, two requests queued behind the holder: every
+/// admission waits 300 ms or more, three times the target. Returns the gate
+/// overloaded, with `w3` parked since 300 ms and the unit held by `w2`'s permit.
+fn standing_queue<'g>(
+    gate: &'g TestGate,
+    timer: &ManualTimer,
+    rec: &Recorder,
+) -> (Waiting<'g>, GatePermit<Src>) {
+    pace(gate, timer, ms(300)); // t = 0.3 s; the mean hold is 300 ms
+    let p0 = take(gate, 1);
+    let mut w1 = park(gate, 1);
+    let mut w2 = park(gate, 1);
+    timer.advance(ms(300)); // t = 0.6 s
+    drop(p0);
+    let Poll::Ready(Ok(p1)) = poll(w1.as_mut()) else {
+        panic!("w1 is next")
+    };
+    let w3 = park(gate, 1);
+    assert!(
+        !gate.is_overloaded(),
+        "one interval of long waits is not enough yet"
+    );
+    timer.advance(ms(300)); // t = 0.9 s
+    drop(p1);
+    let Poll::Ready(Ok(p2)) = poll(w2.as_mut()) else {
+        panic!("w2 is next")
+    };
+    // The interval that ended held waits of 300 ms and more only.
+    assert!(gate.is_overloaded(), "a standing queue");
+    assert_eq!(
+        rec.events()
+            .iter()
+            .filter(|e| **e == Event::Overloaded(true))
+            .count(),
+        1
+    );
+    (w3, p2)
+}
+
+#[test]
+fn a_standing_queue_is_detected_and_the_cap_sheds_a_wait_past_twice_the_target() {
+    let (gate, timer, rec) = gate(1);
+    let (mut w3, _p2) = standing_queue(&gate, &timer, &rec);
+    // w3 has waited 300 ms, past the cap of 200 ms: shed, for the overload.
+    match poll(w3.as_mut()) {
+        Poll::Ready(Err(GateError::Busy { .. })) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(rec
+        .events()
+        .contains(&Event::OverloadShed("mirror", 1, ms(300))));
+    // A newcomer would wait a mean hold, 300 ms, past the cap: shed at arrival.
+    let retry_after = hopeless(&gate, &rec, 1);
+    assert!(close(retry_after, ms(300)));
+}
+
+#[test]
+fn without_the_rule_the_same_queue_waits_out_the_budget() {
+    let (gate, timer, rec) = gate_with(1, None, None);
+    pace(&gate, &timer, ms(300));
+    let p0 = take(&gate, 1);
+    let mut w1 = park(&gate, 1);
+    let mut w2 = park(&gate, 1);
+    timer.advance(ms(300));
+    drop(p0);
+    let Poll::Ready(Ok(p1)) = poll(w1.as_mut()) else {
+        panic!()
+    };
+    let mut w3 = park(&gate, 1);
+    timer.advance(ms(300));
+    drop(p1);
+    let Poll::Ready(Ok(_p2)) = poll(w2.as_mut()) else {
+        panic!()
+    };
+    assert!(!gate.is_overloaded());
+    assert!(poll(w3.as_mut()).is_pending(), "no cap without a target");
+    let _w4 = park(&gate, 1);
+    assert_eq!(rec.total_sheds(), 0);
+}
+
+#[test]
+fn a_request_parked_before_the_overload_is_capped_at_its_next_look() {
+    let (gate, timer, rec) = gate(1);
+    pace(&gate, &timer, ms(300));
+    let p0 = take(&gate, 1);
+    let mut w1 = park(&gate, 1);
+    let mut w2 = park(&gate, 1);
+    timer.advance(ms(300)); // t = 0.6 s
+    drop(p0);
+    let Poll::Ready(Ok(p1)) = poll(w1.as_mut()) else {
+        panic!("w1 is next")
+    };
+    let woken = Arc::new(Flag::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    let mut w3 = Box::pin(gate.acquire(1, Src::Mirror));
+    assert!(w3.as_mut().poll(&mut cx).is_pending());
+    // At the cap (200 ms into its wait) the gate is not overloaded: w3 stays, and
+    // looks again one interval (300 ms) later.
+    timer.advance(ms(200)); // t = 0.8 s
+    assert!(woken.take(), "woken at the cap");
+    assert!(w3.as_mut().poll(&mut cx).is_pending());
+    timer.advance(ms(100)); // t = 0.9 s: w2's admission makes the gate overloaded
+    drop(p1);
+    let Poll::Ready(Ok(_p2)) = poll(w2.as_mut()) else {
+        panic!("w2 is next")
+    };
+    assert!(gate.is_overloaded());
+    assert!(!woken.take(), "nothing wakes w3 before its next look");
+    timer.advance(ms(200)); // t = 1.1 s: 500 ms into w3's wait
+    assert!(woken.take(), "woken at its next look");
+    assert!(matches!(
+        w3.as_mut().poll(&mut cx),
+        Poll::Ready(Err(GateError::Busy { .. }))
+    ));
+    assert!(rec
+        .events()
+        .contains(&Event::OverloadShed("mirror", 1, ms(500))));
+}
+
+/// A waker that remembers it was woken.
+#[derive(Default)]
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl Flag {
+    fn take(&self) -> bool {
+        self.0.swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_burst_that_drains_within_the_interval_is_not_a_standing_queue() {
+    let (gate, timer, rec) = gate(4);
+    pace(&gate, &timer, ms(1000)); // interval: one mean hold, 1 s
+    let mut held: Vec<_> = (0..4).map(|_| take(&gate, 1)).collect();
+    let mut burst: Vec<_> = (0..4).map(|_| park(&gate, 1)).collect();
+    // The burst drains in 4 × 100 ms; its last waits (300, 400 ms) are past the
+    // cap of 200 ms, and the gate never calls it overload.
+    let mut permits = Vec::new();
+    for (i, w) in burst.iter_mut().enumerate() {
+        timer.advance(ms(100));
+        drop(held.remove(0));
+        let Poll::Ready(Ok(p)) = poll(w.as_mut()) else {
+            panic!("burst {i} is next")
+        };
+        permits.push(p);
+    }
+    // The queue is empty: the next request is granted at once, and a wait of 0
+    // ends the interval below the target.
+    drop(permits);
+    timer.advance(ms(700));
+    drop(take(&gate, 1));
+    timer.advance(ms(1000));
+    drop(take(&gate, 1));
+    assert!(!gate.is_overloaded());
+    assert!(!rec.events().contains(&Event::Overloaded(true)));
+    assert_eq!(rec.total_sheds(), 0);
+}
+
+#[test]
+fn the_state_ends_when_an_interval_sees_a_wait_below_the_target() {
+    let (gate, timer, rec) = gate(1);
+    let (w3, p2) = standing_queue(&gate, &timer, &rec);
+    drop(w3); // the client leaves: counted nowhere
+    drop(p2);
+    // An immediate grant, then the interval (300 ms) ends with it as its shortest.
+    drop(take(&gate, 1));
+    timer.advance(ms(400));
+    drop(take(&gate, 1));
+    assert!(!gate.is_overloaded());
+    assert_eq!(
+        rec.events()
+            .iter()
+            .filter(|e| **e == Event::Overloaded(false))
+            .count(),
+        1
+    );
+    assert_eq!(rec.total_sheds(), 0, "nobody shed for the wait budget");
+    assert!(!rec
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::OverloadShed(..) | Event::Hopeless(..))));
+}
+
+#[test]
+fn a_client_that_leaves_is_never_counted_while_overloaded() {
+    let (gate, timer, rec) = gate(1);
+    let (_w3, _p2) = standing_queue(&gate, &timer, &rec);
+    let events = rec.events().len();
+    // A caller with its own signal that fires before anything else.
+    let trigger = Trigger::new();
+    let mut w = Box::pin(gate.acquire(1, Src::Upload).until(trigger.fired()));
+    trigger.fire();
+    assert!(matches!(
+        poll(w.as_mut()),
+        Poll::Ready(Err(GateError::Cancelled))
+    ));
+    assert_eq!(rec.events().len(), events, "a cancellation is not a shed");
+}
+
+#[test]
+fn max_waiters_sheds_first_and_a_hopeless_shed_gives_its_place_back() {
+    let (gate, timer, rec) = gate_with(1, Some(TARGET), Some(2));
+    pace(&gate, &timer, ms(1000));
+    let _all = take(&gate, 1);
+    let _a = park(&gate, 1); // 1 s
+    let _b = park(&gate, 1); // 2 s
+    let mut c = Box::pin(gate.acquire(1, Src::Upload));
+    assert!(matches!(
+        poll(c.as_mut()),
+        Poll::Ready(Err(GateError::Busy { .. }))
+    ));
+    assert!(matches!(
+        rec.events().last(),
+        Some(Event::QueueFull("upload", 1))
+    ));
+    // With one place left, a request whose estimate exceeds its ceiling is shed
+    // as hopeless and leaves the place free.
+    drop(_b);
+    let mut d = Box::pin(gate.acquire(1, Src::Upload).ceiling(ms(500)));
+    assert!(matches!(
+        poll(d.as_mut()),
+        Poll::Ready(Err(GateError::Busy { .. }))
+    ));
+    assert!(matches!(
+        rec.events().last(),
+        Some(Event::Hopeless("upload", 1, _))
+    ));
+    let _e = park(&gate, 1);
+}
+
+#[test]
+fn close_and_drain_end_parked_waits_with_closed_and_count_nothing() {
+    let (gate, timer, rec) = gate(1);
+    let (mut w3, p2) = standing_queue(&gate, &timer, &rec);
+    let sheds = rec.total_sheds();
+    let mut drain = Box::pin(gate.drain(Duration::from_secs(10)));
+    assert!(poll(drain.as_mut()).is_pending(), "a unit is held");
+    assert!(matches!(
+        poll(w3.as_mut()),
+        Poll::Ready(Err(GateError::Closed))
+    ));
+    let mut late = Box::pin(gate.acquire(1, Src::Upload));
+    assert!(matches!(
+        poll(late.as_mut()),
+        Poll::Ready(Err(GateError::Closed))
+    ));
+    drop(p2);
+    assert!(matches!(poll(drain.as_mut()), Poll::Ready(Ok(()))));
+    assert_eq!(rec.total_sheds(), sheds);
+    assert!(!rec
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::OverloadShed(..) | Event::Hopeless(..))));
+}
+
+#[test]
+fn a_grow_serves_the_queue_and_lowers_the_estimate_at_once() {
+    let (gate, timer, rec) = gate(2);
+    pace(&gate, &timer, ms(1000));
+    let _all = take(&gate, 2);
+    let parked: Vec<_> = (0..9).map(|_| park(&gate, 1)).collect();
+    // (9 + 1) × 1 s / 2 = 5 s: fits; one more does not.
+    hopeless(&gate, &rec, 2);
+    assert_eq!(gate.resize(4), Ok(2));
+    // Two of the nine are granted by the grow; the rest wait behind a faster gate.
+    let estimate = gate.estimated_wait(2).unwrap();
+    assert!(estimate < Duration::from_secs(3), "{estimate:?}");
+    let _newcomer = park(&gate, 2);
+    drop(parked);
+}
