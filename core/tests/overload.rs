@@ -439,3 +439,22 @@ fn a_grow_serves_the_queue_and_lowers_the_estimate_at_once() {
     let _newcomer = park(&gate, 2);
     drop(parked);
 }
+
+#[cfg(feature = "std")]
+#[test]
+fn a_blocking_acquire_is_shed_at_arrival_by_the_same_rule() {
+    let (gate, timer, rec) = gate(4);
+    pace(&gate, &timer, ms(1000));
+    let _all = take(&gate, 4);
+    let _parked: Vec<_> = (0..20).map(|_| park(&gate, 1)).collect();
+    // The thread is told at once, without waiting on its clock.
+    let retry_after = match gate.acquire_blocking(1, Src::Upload) {
+        Err(GateError::Busy { retry_after }) => retry_after,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        rec.events().last(),
+        Some(&Event::Hopeless("upload", 1, retry_after))
+    );
+    assert_eq!(gate.waiters(), 20, "it left the queue");
+}

@@ -304,7 +304,8 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// # Errors
     ///
     /// As the table in the [`Gate`] docs: [`GateError::Busy`] when the wait budget
-    /// (or ceiling) expires, [`GateError::Cancelled`] when the `until` signal fires
+    /// (or ceiling) expires, when `max_waiters` are parked, or by the
+    /// [overload rule](Gate#overload); [`GateError::Cancelled`] when the `until` signal fires
     /// first, [`GateError::ExceedsCapacity`] at once when `units > capacity`,
     /// [`GateError::Closed`] after [`close`](Self::close).
     ///

@@ -139,8 +139,9 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     ///
     /// # Errors
     ///
-    /// [`GateError::Busy`](crate::GateError::Busy) when the wait budget expires or
-    /// the queue is full (a shed), [`GateError::ExceedsCapacity`] at once when
+    /// [`GateError::Busy`](crate::GateError::Busy) when the wait budget expires, the
+    /// queue is full, or (with an overload target) the wait is hopeless at arrival
+    /// or reaches the overload cap: a shed. [`GateError::ExceedsCapacity`] at once when
     /// `units > capacity`, [`GateError::Closed`](crate::GateError::Closed) after
     /// [`close`](Self::close).
     ///
