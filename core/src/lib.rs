@@ -42,6 +42,8 @@ mod loom_tests;
 mod mechanism;
 mod semaphore;
 
+#[doc(hidden)]
+pub use gate::{__label_count, __label_is_snake_case};
 #[cfg(feature = "std")]
 pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{

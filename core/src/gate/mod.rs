@@ -58,4 +58,6 @@ pub use observer::{
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;
 pub use source::Source;
+#[doc(hidden)]
+pub use source::{__label_count, __label_is_snake_case};
 pub use timer::Timer;

@@ -24,6 +24,11 @@ pub trait Source: Copy + Send + Sync + 'static {
 
 /// Declares a fieldless enum implementing [`Source`].
 ///
+/// Each label must be `snake_case` (a lowercase ASCII letter, then lowercase
+/// letters, digits and single underscores, not ending in one) and unique within
+/// the enum: two sources with one label would merge into one metric series. Both
+/// are checked when the macro expands, and the error names the label.
+///
 /// ```
 /// admit::sources! {
 ///     /// Where an upload session is opened.
@@ -35,6 +40,18 @@ pub trait Source: Copy + Send + Sync + 'static {
 /// use admit::Source;
 /// assert_eq!(Route::NpmPublish.label(), "npm_publish");
 /// assert_eq!(Route::ALL.len(), 2);
+/// ```
+///
+/// ```compile_fail
+/// admit::sources! { enum Route { Upload => "upload", Mirror => "upload" } }
+/// ```
+///
+/// ```compile_fail
+/// admit::sources! { enum Route { Upload => "Not A Label!" } }
+/// ```
+///
+/// ```compile_fail
+/// admit::sources! { enum Route { Upload => "" } }
 /// ```
 #[macro_export]
 macro_rules! sources {
@@ -63,5 +80,104 @@ macro_rules! sources {
                 self as usize
             }
         }
+
+        const _: () = {
+            const LABELS: &[&str] = &[ $( $label, )+ ];
+            $(
+                assert!(
+                    $crate::__label_is_snake_case($label),
+                    concat!(
+                        "admit::sources!: the label ", stringify!($label), " of `",
+                        stringify!($name), "::", stringify!($variant),
+                        "` is not snake_case (a lowercase ASCII letter, then lowercase \
+                         letters, digits and single underscores)"
+                    )
+                );
+                assert!(
+                    $crate::__label_count(LABELS, $label) == 1,
+                    concat!(
+                        "admit::sources!: the label ", stringify!($label),
+                        " is declared twice in `", stringify!($name),
+                        "`: the two sources would share one metric series"
+                    )
+                );
+            )+
+        };
     };
+}
+
+/// Whether `label` is `snake_case`: what [`sources!`] accepts.
+#[doc(hidden)]
+#[must_use]
+pub const fn __label_is_snake_case(label: &str) -> bool {
+    let bytes = label.as_bytes();
+    if bytes.is_empty() || !bytes[0].is_ascii_lowercase() || bytes[bytes.len() - 1] == b'_' {
+        return false;
+    }
+    let mut i = 1;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let ok =
+            b.is_ascii_lowercase() || b.is_ascii_digit() || (b == b'_' && bytes[i - 1] != b'_');
+        if !ok {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// How many of `labels` equal `label`: what [`sources!`] requires to be one.
+#[doc(hidden)]
+#[must_use]
+pub const fn __label_count(labels: &[&str], label: &str) -> usize {
+    let mut count = 0;
+    let mut i = 0;
+    while i < labels.len() {
+        let (a, b) = (labels[i].as_bytes(), label.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                count += 1;
+            }
+        }
+        i += 1;
+    }
+    count
+}
+
+#[cfg(all(test, not(any(admit_loom, admit_shuttle))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_case_labels_are_lowercase_words_joined_by_single_underscores() {
+        for ok in ["upload", "npm_publish", "v2", "a1_b2"] {
+            assert!(__label_is_snake_case(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Upload",
+            "not a label",
+            "_x",
+            "x_",
+            "a__b",
+            "2fa",
+            "a-b",
+            "é",
+        ] {
+            assert!(!__label_is_snake_case(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn labels_are_counted_by_their_bytes() {
+        let labels = ["a", "ab", "b", "ab"];
+        assert_eq!(__label_count(&labels, "ab"), 2);
+        assert_eq!(__label_count(&labels, "a"), 1);
+        assert_eq!(__label_count(&labels, "c"), 0);
+    }
 }
