@@ -251,6 +251,16 @@ mod tests {
     }
 
     #[test]
+    fn an_interval_of_the_longest_length_is_not_read_as_stale() {
+        let o = Overload::new(TARGET);
+        o.observe(ms(500), ms(0), MAX_INTERVAL);
+        // Its end is exactly the longest interval ahead: a running interval.
+        assert_eq!(o.observe(ms(500), ms(0), MAX_INTERVAL), None);
+        assert_eq!(o.observe(ms(500), MAX_INTERVAL - ms(1), MAX_INTERVAL), None);
+        assert!(o.observe(ms(500), MAX_INTERVAL, MAX_INTERVAL).is_some());
+    }
+
+    #[test]
     fn the_interval_is_one_mean_hold_within_its_bounds() {
         let o = Overload::new(TARGET);
         assert_eq!(o.interval(None), TARGET);
