@@ -22,7 +22,8 @@ use crate::{
 /// `Busy`). The deadline is checked before the semaphore within a poll, so when the
 /// grant and the deadline are both ready the grant wins. With an overload target
 /// the deadline is looked at again at the overload cap, and past it (while the
-/// gate is not overloaded) once per interval, so that a wait parked before the
+/// gate is not overloaded) once per recheck (the target, or a sixteenth of the
+/// wait's limit if longer), so that a wait parked before the
 /// gate became overloaded is capped too.
 ///
 /// # Cancel safety

@@ -44,8 +44,9 @@ use crate::{
 /// as the budget: every admitted caller waits nearly all of it and every shed takes
 /// all of it. With an [`overload_target`](crate::GateBuilder::overload_target):
 ///
-/// - the gate is *overloaded* while the shortest wait over an interval (one mean
-///   hold of a unit) stayed above the target, CoDel's rule; a burst that drains
+/// - the gate becomes *overloaded* when the shortest wait over an interval (one
+///   mean hold of a unit) stayed above the target, CoDel's rule, and stays so
+///   until an interval in which its queue was seen empty; a burst that drains
 ///   within the interval is not a standing queue;
 /// - while overloaded, nobody waits longer than twice the target
 ///   ([`ShedReason::Overload`]);
@@ -178,11 +179,10 @@ impl<T: Timer, O: Observer> Inner<T, O> {
 
     /// The limits on a wait of at most `limit` (the budget, or a ceiling).
     pub(crate) fn wait_limits(&self, limit: Duration) -> WaitLimits<'_> {
-        let recheck = self.overload.as_ref().map_or(limit, |overload| {
-            overload
-                .interval(self.pace.mean_hold())
-                .max(overload.target())
-        });
+        let recheck = self
+            .overload
+            .as_ref()
+            .map_or(limit, |overload| overload.target().max(limit / 16));
         WaitLimits {
             limit,
             overload: self.overload.as_ref(),
@@ -279,6 +279,10 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
         self.pace.record(units, held);
         self.observer
             .on_release(&ReleaseEvent::new(source, units, held));
+        if self.overload.is_some() && self.queued_units.load(Ordering::Relaxed) == 0 {
+            // Nobody parked: the overload rule sees an empty queue.
+            self.saw_wait(Duration::ZERO);
+        }
         // After the observer, so that inside `on_release` the units still count.
         self.held[index].fetch_sub(units, Ordering::AcqRel);
     }
@@ -441,8 +445,10 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.overload.as_ref().map(Overload::target)
     }
 
-    /// Whether the overload rule holds now: the shortest wait over the last
-    /// interval stayed above the target. Always `false` without a target.
+    /// Whether the gate is overloaded now (see [Overload](Gate#overload)). Always
+    /// `false` without a target. The state changes at the first wait seen after an
+    /// interval ends (an admission, a shed after parking, a release with nobody
+    /// parked): an idle gate keeps its last state until then.
     #[must_use]
     pub fn is_overloaded(&self) -> bool {
         self.inner

@@ -3,16 +3,20 @@
 //!
 //! # The rule
 //!
-//! The gate is *overloaded* while the shortest wait seen over an interval stayed
-//! above the target (RFC 8289's "the minimum sojourn time over an interval", as
-//! folly's `Codel` applies it to a server's queue). A wait is seen when a request is
-//! admitted (zero when it was granted at once) or is shed after it parked. At the
-//! first wait seen after an interval ends, the interval's shortest wait decides the
-//! state for the next one, and that wait opens it.
+//! The gate becomes *overloaded* when the shortest wait seen over an interval
+//! stayed above the target (RFC 8289's "the minimum sojourn time over an
+//! interval", as folly's `Codel` applies it to a server's queue), and stays so
+//! until an interval in which the queue was seen empty. A wait is seen when a
+//! request is admitted (zero when it was granted at once), when a request is shed
+//! after it parked, and as zero when a permit is released with nobody parked. At
+//! the first wait seen after an interval ends, the interval's shortest wait decides
+//! the state for the next one, and that wait opens it.
 //!
 //! A burst is a queue that drains: its last waits fall below the target and the
 //! rule does not fire. A queue that stays above the target for a whole interval is
-//! standing, and waiting longer helps nobody: the units come back no faster.
+//! standing, and waiting longer helps nobody: the units come back no faster. Once
+//! overloaded, the gate itself keeps waits between the target and the cap, so a
+//! wait below the target is no sign that the overload ended; an empty queue is.
 //!
 //! # The interval
 //!
@@ -122,7 +126,9 @@ impl Overload {
         {
             // This wait opens the next interval.
             let shortest = self.shortest.swap(waited_us, Ordering::Relaxed);
-            let overloaded = shortest != NONE && shortest > micros(self.target);
+            let was = self.overloaded.load(Ordering::Relaxed);
+            let overloaded =
+                shortest != NONE && shortest > if was { 0 } else { micros(self.target) };
             if self.overloaded.swap(overloaded, Ordering::Relaxed) != overloaded {
                 return Some(OverloadEvent::new(
                     overloaded,
@@ -148,7 +154,8 @@ pub(crate) struct WaitLimits<'a> {
     pub(crate) limit: Duration,
     pub(crate) overload: Option<&'a Overload>,
     /// With an overload target: how often a request parked past the cap looks
-    /// again whether the gate has become overloaded.
+    /// again whether the gate has become overloaded: the target, or a sixteenth
+    /// of the limit if longer, so a wait looks at most 16 more times.
     pub(crate) recheck: Duration,
 }
 
@@ -224,12 +231,16 @@ mod tests {
         assert!(event.overloaded);
         assert_eq!(event.shortest_wait, ms(300));
         assert!(o.is_overloaded());
-        // One short wait in the next interval ends it at the interval's end.
+        // Overloaded, a wait below the target is within what the gate keeps: it
+        // stays overloaded.
         assert_eq!(o.observe(ms(50), ms(1500), INTERVAL), None);
+        assert_eq!(o.observe(ms(400), ms(2000), INTERVAL), None);
         assert!(o.is_overloaded());
-        let event = o.observe(ms(400), ms(2000), INTERVAL).expect("a change");
+        // An empty queue (a wait of zero) in an interval ends it at its end.
+        assert_eq!(o.observe(Duration::ZERO, ms(2500), INTERVAL), None);
+        let event = o.observe(ms(400), ms(3000), INTERVAL).expect("a change");
         assert!(!event.overloaded);
-        assert_eq!(event.shortest_wait, ms(50));
+        assert_eq!(event.shortest_wait, Duration::ZERO);
     }
 
     #[test]

@@ -46,10 +46,11 @@
 //! step for step: the mean hold of a unit (the same `f32` arithmetic as the
 //! gate's pace), the units parked (every acquire past its first poll that has not
 //! ended), the estimate `(queued + units − available) × mean / capacity`, CoDel's
-//! state (the shortest wait of each interval, seen at every admission and parked
-//! shed), the limits on a wait (the cap of twice the target while overloaded) and
-//! the looks at them (a waiter's sleep fires at the cap, then once a recheck,
-//! which the wake-up counts check). So it predicts each `Hopeless` shed at
+//! state (the shortest wait of each interval, seen at every admission, parked
+//! shed and release with nobody parked; entered above the target, left on an
+//! empty queue), the limits on a wait (the cap of twice the target while
+//! overloaded) and the looks at them (a waiter's sleep fires at the cap, then once
+//! a recheck, which the wake-up counts check). So it predicts each `Hopeless` shed at
 //! arrival and `Overload` shed after parking, every `on_overload`, the
 //! `Retry-After` of every shed, and `is_overloaded()` and `estimated_wait()` after
 //! every step.
@@ -775,8 +776,8 @@ impl<'g> GateHarness<'g> {
     }
 
     /// The next look of a waiter that has waited `waited` and not expired: its
-    /// limit, the cap, or past the cap one recheck (an interval, at least the
-    /// target) later.
+    /// limit, the cap, or past the cap one recheck (the target, at least a
+    /// sixteenth of the limit) later.
     fn next_look(&self, max_wait: Duration, waited: Duration) -> Duration {
         let Some(c) = &self.codel else {
             return max_wait;
@@ -787,8 +788,15 @@ impl<'g> GateHarness<'g> {
         } else if waited < cap {
             cap
         } else {
-            let recheck = c.interval(self.pace.mean_hold()).max(c.target);
+            let recheck = c.target.max(max_wait / 16);
             max_wait.min(waited + recheck)
+        }
+    }
+
+    /// A release with nobody parked: the overload rule sees an empty queue.
+    fn released_with_nobody_parked(&mut self) {
+        if self.queued_units() == 0 {
+            self.saw_wait(Duration::ZERO);
         }
     }
 
@@ -1059,6 +1067,7 @@ impl<'g> GateHarness<'g> {
         self.expected_events
             .push(Event::Release(site.label(), units, held));
         self.pace.record(units, held);
+        self.released_with_nobody_parked();
         self.give_back(units);
     }
 
@@ -1150,6 +1159,7 @@ impl<'g> GateHarness<'g> {
         self.expected_events
             .push(Event::Release(site.label(), units, self.now - admitted_at));
         self.pace.record(units, self.now - admitted_at);
+        self.released_with_nobody_parked();
         self.expected_events.push(Event::Capacity(self.capacity));
         self.serve();
     }
@@ -1412,7 +1422,9 @@ impl ModelCodel {
         let ahead = self.end.wrapping_sub(stamp(now));
         if ahead == 0 || ahead > us(Duration::from_secs(60)) {
             self.end = stamp(now + self.interval(mean));
-            let overloaded = self.shortest.is_some_and(|s| s > us(self.target));
+            // Entered above the target; left only on an empty queue (a zero wait).
+            let threshold = if self.overloaded { 0 } else { us(self.target) };
+            let overloaded = self.shortest.is_some_and(|s| s > threshold);
             self.shortest = Some(us(waited));
             let changed = overloaded != self.overloaded;
             self.overloaded = overloaded;
