@@ -16,6 +16,9 @@ pub struct Config {
     pub capacity: Option<usize>,
     /// The longest a request parks before it is shed.
     pub wait_budget: Duration,
+    /// The gate's overload target: for a run, the second gate of the comparison
+    /// (the first has the fixed wait budget alone); for `serve`, the gate's.
+    pub overload_target: OverloadTarget,
     /// Simulated processing time, with the permit held, after the body is buffered.
     pub hold: Duration,
     /// Requests in the whole burst, including the ones that disconnect.
@@ -24,8 +27,8 @@ pub struct Config {
     pub disconnects: usize,
     /// How long a disconnecting client waits (parked) before it drops the connection.
     pub disconnect_after: Duration,
-    /// The burst is sent in this many waves, `wait_budget + hold` apart, so every
-    /// parked request of a wave has been admitted or shed before the next one.
+    /// The burst is sent in this many waves, one `hold` apart: each wave arrives
+    /// as the admissions of the one before finish, so the queue stands.
     pub waves: usize,
     /// Request body size in bytes. Must fit one session buffer.
     pub payload: usize,
@@ -60,18 +63,33 @@ pub const DEFAULT_PLOT: &str = "target/admit-demo.svg";
 /// The most clients a run may start: the demo's traffic stays small and bounded.
 pub const MAX_CLIENTS: usize = 2_000;
 
+/// The overload target a gate gets ([`GateBuilder::overload_target`]).
+///
+/// [`GateBuilder::overload_target`]: admit::GateBuilder::overload_target
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OverloadTarget {
+    /// A tenth of the wait budget.
+    #[default]
+    TenthOfBudget,
+    /// This target.
+    Given(Duration),
+    /// None: the fixed wait budget alone (`--overload-target off`).
+    Off,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
-            memory_budget: 32 * MIB,
+            memory_budget: 128 * MIB,
             session_buffer: 8 * MIB,
             capacity: None,
             wait_budget: Duration::from_secs(2),
+            overload_target: OverloadTarget::TenthOfBudget,
             hold: Duration::from_secs(1),
-            clients: 48,
+            clients: 240,
             disconnects: 6,
             disconnect_after: Duration::from_millis(250),
-            waves: 3,
+            waves: 6,
             payload: 256 * KIB as usize,
             port: 0,
             global_recorder: true,
@@ -87,23 +105,30 @@ impl Default for Config {
 /// The `--help` text.
 pub const USAGE: &str = "\
 admit-demo: an upload server behind an admission gate, a burst of clients against it,
-and a check of what the gate did. Runs for about 10 s and exits 0 when every check held.
+and a check of what the gate did. Runs the same burst twice, against a gate with a
+fixed wait budget and against one with an overload target as well, compares them, and
+exits 0 when every check held in both. About 20 s in all.
 
 USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with the verdict
        admit-demo serve [FLAGS]    the server alone, until Ctrl-C; then it drains and exits
 
-  --memory-budget SIZE     memory the upload sessions may use        [default: 32MiB]
+  --memory-budget SIZE     memory the upload sessions may use        [default: 128MiB]
   --session-buffer SIZE    staging buffer per session (one unit)     [default: 8MiB]
   --capacity N             units outright, instead of budget/buffer
   --wait-budget TIME       longest a request parks before a 503      [default: 2s]
+  --overload-target TIME   the standing wait the second gate tolerates (CoDel's rule: over
+                           it for an interval, waits are capped at twice it, and hopeless
+                           requests are shed at arrival); 'off': run the fixed budget alone
+                           [default: a tenth of the wait budget]
   --hold TIME              processing time with the session held     [default: 1s]
-  --clients N              requests in the burst                     [default: 48]
+  --clients N              requests in the burst                     [default: 240]
   --disconnects N          of them, clients that hang up while parked [default: 6]
   --disconnect-after TIME  how long those wait before hanging up     [default: 250ms]
-  --waves N                the burst is sent in N waves              [default: 3]
+  --waves N                the burst is sent in N waves, one hold apart, each a steady
+                           stream over its hold                      [default: 6]
   --payload SIZE           request body size                         [default: 256KiB]
-  --port N                 listen on 127.0.0.1:N                     [default: 0, any free port]
-  --plot PATH              write the run as an SVG to PATH ('none': don't) [default: target/admit-demo.svg]
+  --port N                 listen on 127.0.0.1:N (the runs one after the other) [default: 0, any free port]
+  --plot PATH              write the runs as an SVG to PATH ('none': don't) [default: target/admit-demo.svg]
   --max-waiters N          shed at once (queue full) when N requests are parked [default: no bound]
   --grace TIME             at shutdown, wait this long for units to come back [default: 10s]
   --follow-memory-limit TIME
@@ -111,8 +136,9 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
                            the gate to half of it over the session buffer [default: off]
   -h, --help               this text
 
-serve takes the server's flags (capacity, budget, hold, port, plot, max-waiters, grace,
-follow-memory-limit); the load flags (--clients, --disconnects, --disconnect-after,
+serve takes the server's flags (capacity, budget, overload target, hold, port, plot,
+max-waiters, grace, follow-memory-limit) and runs one gate, with the overload target
+unless it is 'off'; the load flags (--clients, --disconnects, --disconnect-after,
 --waves, --payload) are the load generator's and are refused there, and
 --follow-memory-limit is serve's alone.
 
@@ -192,6 +218,13 @@ impl Config {
                 "--session-buffer" => config.session_buffer = parse_size(&flag, &value()?)?,
                 "--capacity" => config.capacity = Some(parse_count(&flag, &value()?)?),
                 "--wait-budget" => config.wait_budget = parse_time(&flag, &value()?)?,
+                "--overload-target" => {
+                    let v = value()?;
+                    config.overload_target = match v.as_str() {
+                        "off" | "none" => OverloadTarget::Off,
+                        _ => OverloadTarget::Given(parse_time(&flag, &v)?),
+                    };
+                }
                 "--hold" => config.hold = parse_time(&flag, &value()?)?,
                 "--clients" => config.clients = parse_count(&flag, &value()?)?,
                 "--disconnects" => config.disconnects = parse_count(&flag, &value()?)?,
@@ -260,6 +293,14 @@ impl Config {
         if self.wait_budget.is_zero() || self.wait_budget > Duration::from_secs(10) {
             return fail("--wait-budget must be more than 0 and at most 10s".into());
         }
+        if let Some(target) = self.overload_target() {
+            if target.is_zero() || target >= self.wait_budget {
+                return fail(format!(
+                    "--overload-target must be more than 0 and shorter than --wait-budget ({})",
+                    crate::secs(self.wait_budget)
+                ));
+            }
+        }
         if self.hold > Duration::from_secs(10) {
             return fail("--hold must be at most 10s".into());
         }
@@ -281,18 +322,31 @@ impl Config {
         }
         if self.planned_duration() > Duration::from_secs(60) {
             return fail(format!(
-                "this run would take about {:.0}s; keep waves x (wait budget + hold) under a minute",
+                "this run would take about {:.0}s; keep (waves - 1) x hold + wait budget + hold \
+                 under a minute",
                 self.planned_duration().as_secs_f64()
             ));
         }
         Ok(())
     }
 
-    /// Time between the starts of two waves: long enough for a wave's parked
-    /// requests to be admitted or shed before the next one arrives.
+    /// The overload target in force, if any: [`OverloadTarget`] resolved against
+    /// the wait budget.
+    #[must_use]
+    pub fn overload_target(&self) -> Option<Duration> {
+        match self.overload_target {
+            OverloadTarget::TenthOfBudget => Some(self.wait_budget / 10),
+            OverloadTarget::Given(target) => Some(target),
+            OverloadTarget::Off => None,
+        }
+    }
+
+    /// Time between the starts of two waves: one hold, the time the gate takes to
+    /// turn its capacity over once, so each wave lands on the queue the last one
+    /// left (a floor of 100 ms keeps a zero hold from sending them all at once).
     #[must_use]
     pub fn wave_gap(&self) -> Duration {
-        self.wait_budget + self.hold
+        self.hold.max(Duration::from_millis(100))
     }
 
     /// About how long the load lasts: the last wave starts at `(waves − 1) × gap`,

@@ -5,8 +5,11 @@
 //! [`Config::default`]: it derives the gate's capacity from a memory budget, starts
 //! the server on an ephemeral loopback port, sends a burst of uploads in waves (some
 //! clients hanging up while parked), prints a [`Report`] whose checks decide the
-//! exit code, and draws the run as an SVG ([`timeline`]). The integration test calls
-//! [`run`] with a short [`Config`].
+//! exit code. It does so twice ([`compare`]), with the same load: against a gate
+//! with a fixed wait budget, then against one with an overload target too, and
+//! prints a [`Comparison`] and draws both runs side by side as an SVG
+//! ([`timeline`]). The integration test calls [`run`] and [`compare`] with a short
+//! [`Config`].
 //!
 //! Both end with a shutdown as a server should have one ([`drain`]): the gate stops
 //! admitting, the sessions in flight get a grace period to finish, and what the
@@ -48,8 +51,8 @@ use admit::{Capacity, DrainTimeout, ShedReason, Source};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use tokio::net::TcpListener;
 
-pub use config::{Command, Config, USAGE};
-pub use report::{Check, ClosedProbe, Report, ServerCounts};
+pub use config::{Command, Config, OverloadTarget, USAGE};
+pub use report::{Check, ClosedProbe, Comparison, Report, ServerCounts};
 pub use scrape::Scrape;
 pub use server::Route;
 
@@ -66,17 +69,17 @@ pub const SECONDS_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
-/// [`run`] on a new multi-threaded Tokio runtime (two workers).
+/// [`compare`] on a new multi-threaded Tokio runtime (two workers).
 ///
 /// # Errors
 ///
-/// As [`run`], or if the runtime cannot start.
-pub fn run_blocking(config: Config) -> Result<Report, RunError> {
+/// As [`compare`], or if the runtime cannot start.
+pub fn run_blocking(config: Config) -> Result<Comparison, RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(run(config))
+    runtime.block_on(compare(config))
 }
 
 /// The gate, the server and what they share, as [`run`] and [`serve`] start them.
@@ -123,6 +126,9 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
     if let Some(max_waiters) = config.max_waiters {
         builder = builder.max_waiters(max_waiters);
     }
+    if let Some(target) = config.overload_target() {
+        builder = builder.overload_target(target);
+    }
     let resolved = builder.resolved_capacity();
     let (gate, local_recorder) = if config.global_recorder {
         metrics::set_global_recorder(recorder)
@@ -160,6 +166,16 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
             None => "no bound on parked requests".into(),
         },
     ));
+    say(match config.overload_target() {
+        None => "            no overload target: every wait may last the whole budget".into(),
+        Some(target) => format!(
+            "            overload target {}: overloaded once the shortest wait of an interval \
+             stays above it, until the queue is seen empty; then waits are capped at {}, and \
+             a request the estimate says cannot make it is shed at arrival",
+            secs(target),
+            secs(target * 2),
+        ),
+    });
 
     // 3. The server, and the timeline's sampler.
     let listener = TcpListener::bind(("127.0.0.1", config.port)).await?;
@@ -191,24 +207,87 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
 pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Setup {
-    /// Stops the sampler and writes the SVG where `config.plot` says.
-    async fn finish_timeline(&mut self, config: &Config) -> Option<Timeline> {
+    /// Stops the sampler and returns what it recorded.
+    async fn finish_timeline(&mut self) -> Option<Timeline> {
         self.timeline.1.store(true, Ordering::Relaxed);
-        let timeline = (&mut self.timeline.0).await.ok()?;
-        if let Some(path) = &config.plot {
-            match timeline.write_svg(path) {
-                Ok(()) if config.verbose => println!("  picture   {}", path.display()),
-                Ok(()) => {}
-                Err(e) => eprintln!("admit-demo: writing {}: {e}", path.display()),
-            }
-        }
-        Some(timeline)
+        (&mut self.timeline.0).await.ok()
     }
 }
 
-/// Runs the demo: gate, server, load, checks. Prints as it goes when
-/// `config.verbose`. Must be called inside a Tokio runtime with time and I/O
-/// enabled.
+/// Writes `runs` side by side as an SVG where `config.plot` says, if anywhere.
+fn plot(config: &Config, runs: &[(&str, &Timeline)]) {
+    let Some(path) = &config.plot else {
+        return;
+    };
+    match timeline::write_svg(path, runs) {
+        Ok(()) if config.verbose => println!("  picture   {}", path.display()),
+        Ok(()) => {}
+        Err(e) => eprintln!("admit-demo: writing {}: {e}", path.display()),
+    }
+}
+
+/// The gate's title: `fixed wait budget`, or `overload target 200ms`.
+fn gate_title(config: &Config) -> String {
+    match config.overload_target() {
+        None => "fixed wait budget".into(),
+        Some(target) => format!("overload target {}", secs(target)),
+    }
+}
+
+/// Runs the same load twice, one run after the other: against a gate with the
+/// fixed wait budget alone, then (unless `config.overload_target` is
+/// [`Off`](OverloadTarget::Off)) against one with the overload target as well.
+/// Prints both summaries and a comparison when `config.verbose`, and draws both
+/// runs side by side where `config.plot` says. Two runs report to local recorders
+/// (one process has one global recorder), whatever `config.global_recorder` says.
+///
+/// # Errors
+///
+/// As [`run`].
+pub async fn compare(config: Config) -> Result<Comparison, RunError> {
+    config.validate()?;
+    let two = config.overload_target().is_some();
+    let global_recorder = config.global_recorder && !two;
+    let fixed = Config {
+        overload_target: OverloadTarget::Off,
+        global_recorder,
+        ..config.clone()
+    };
+    let runs = if two { "1/2" } else { "1/1" };
+    let fixed = run_as(fixed, runs).await?;
+    let target = if two {
+        if config.verbose {
+            println!();
+        }
+        let target = Config {
+            global_recorder: false,
+            ..config.clone()
+        };
+        Some(run_as(target, "2/2").await?)
+    } else {
+        None
+    };
+    let comparison = Comparison { fixed, target };
+    let titles: Vec<String> = comparison.runs().map(Report::title).collect();
+    let timelines: Vec<(&str, &Timeline)> = comparison
+        .runs()
+        .zip(&titles)
+        .filter_map(|(r, title)| Some((title.as_str(), r.timeline.as_ref()?)))
+        .collect();
+    if config.verbose {
+        println!();
+    }
+    plot(&config, &timelines);
+    if config.verbose {
+        println!("\n{comparison}");
+    }
+    Ok(comparison)
+}
+
+/// Runs the demo once: gate (with `config`'s overload target, if any), server,
+/// load, checks. Prints as it goes when `config.verbose`; draws nothing (the
+/// [`Report`] has the timeline; [`compare`] draws). Must be called inside a Tokio
+/// runtime with time and I/O enabled.
 ///
 /// # Errors
 ///
@@ -216,6 +295,11 @@ impl Setup {
 /// that cannot be bound, or a server that does not answer its first scrape. Failed
 /// checks are not errors: they are in the [`Report`].
 pub async fn run(config: Config) -> Result<Report, RunError> {
+    run_as(config, "1/1").await
+}
+
+/// [`run`], titled as run `which` (`1/2`) of a comparison.
+async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
     config.validate()?;
     let started = Instant::now();
     let say = |line: String| {
@@ -225,7 +309,10 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
     };
     let mut setup = start(
         &config,
-        "admit demo: an upload server behind an admission gate, and a burst of clients",
+        &format!(
+            "admit demo, run {which}: an upload server behind an admission gate ({}), and a burst of clients",
+            gate_title(&config)
+        ),
     )
     .await?;
     let (gate, stats, addr) = (
@@ -251,7 +338,7 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
     //    each reason.
     let before = scrape(addr).await?;
     say(format!(
-        "  /metrics  before the first shed: {} (each for reason wait_budget and queue_full)",
+        "  /metrics  before the first shed: {} (each summed over the reasons {})",
         Route::ALL
             .iter()
             .map(|&r| format!(
@@ -262,7 +349,12 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
                     .map_or_else(|| "missing".into(), |v| v.to_string())
             ))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", "),
+        ShedReason::ALL
+            .iter()
+            .map(|r| r.label())
+            .collect::<Vec<_>>()
+            .join(", "),
     ));
     say(String::new());
 
@@ -281,7 +373,7 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
     let drained = drain(&gate, config.grace).await;
     let in_use_at_end = gate.in_use();
     let after = scrape(addr).await?;
-    setup.finish_timeline(&config).await;
+    let timeline = setup.finish_timeline().await;
 
     // 8. The closed gate answers 503 without Retry-After, and counts no shed.
     let closed_probe = match client::post(addr, Route::Upload.path(), b"x").await {
@@ -302,6 +394,8 @@ pub async fn run(config: Config) -> Result<Report, RunError> {
         &observed,
         ServerCounts::from(&*stats),
         stats.waits(),
+        stats.shed_waits(),
+        timeline,
         in_use_at_end,
         before,
         after,
@@ -398,7 +492,13 @@ pub async fn serve(
     if let Some(follower) = follower {
         follower.abort(); // it would end at its next reading: the gate is closed
     }
-    let timeline = setup.finish_timeline(&config).await;
+    let timeline = setup.finish_timeline().await;
+    if let Some(timeline) = &timeline {
+        plot(
+            &config,
+            &[(&format!("serve: {}", gate_title(&config)), timeline)],
+        );
+    }
     setup.server.stop().await;
     drop(setup.local_recorder);
     Ok(Served {
@@ -476,7 +576,8 @@ pub async fn drain(gate: &UploadGate, grace: Duration) -> Drained {
     }
 }
 
-/// The sheds of the run by reason, as `wait_budget N, queue_full M`.
+/// The sheds of the run by reason, as `wait_budget N, queue_full M, overload O,
+/// hopeless H`: every reason of [`ShedReason::ALL`].
 #[must_use]
 pub fn by_reason(count: impl Fn(ShedReason) -> usize) -> String {
     ShedReason::ALL
@@ -515,7 +616,7 @@ fn derivation(config: &Config, capacity: Capacity, resolved: usize) -> String {
 }
 
 /// `2s`, `250ms`, `1.5s`.
-fn secs(d: Duration) -> String {
+pub(crate) fn secs(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
     } else if d.subsec_millis() == 0 {

@@ -1,5 +1,6 @@
 //! The load generator: a burst of uploads, in waves, larger than the gate can hold,
-//! some of whose clients hang up while parked.
+//! some of whose clients hang up while parked. Each wave is a steady stream over one
+//! wave gap (a hold), so the waves together are sustained overload.
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -104,8 +105,44 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
         let size = share(config.clients, config.waves, wave);
         let hang_ups = share(config.disconnects, config.waves, wave).min(size);
 
-        // The wave's uploads, all at once: every fourth one a mirror.
-        for _ in 0..size - hang_ups {
+        // The wave's clients, one every `gap / size`: a steady stream over the
+        // wave. Its hang-ups take evenly spaced places among them; every fourth
+        // of the others is a mirror.
+        for slot in 0..size {
+            let at = wave_start + config.wave_gap().mul_f64(slot as f64 / size as f64);
+            let live = Arc::clone(&live);
+            if is_hang_up(slot, size, hang_ups) {
+                let route = if next_hang_up % 2 == 1 {
+                    Route::Mirror
+                } else {
+                    Route::Upload
+                };
+                next_hang_up += 1;
+                let len = config.payload;
+                let after = config.disconnect_after;
+                let gate = gate.clone();
+                clients.spawn(async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    // Sent once someone is parked, so that FIFO puts it behind that
+                    // waiter, parked too. (If nobody parks within a second, it goes
+                    // anyway.)
+                    let until = Instant::now() + Duration::from_secs(1);
+                    while gate.waiters() == 0 && Instant::now() < until {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    let outcome =
+                        match client::post_and_hang_up(addr, route.path(), len, after).await {
+                            Ok(None) => Outcome::HungUp,
+                            Ok(Some(answered)) => classify(&answered),
+                            Err(e) => {
+                                Outcome::Failed(format!("{} (hang-up client): {e}", route.path()))
+                            }
+                        };
+                    live.record(&outcome);
+                    ClientResult { route, outcome }
+                });
+                continue;
+            }
             let route = if next_client % 4 == 3 {
                 Route::Mirror
             } else {
@@ -113,8 +150,8 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
             };
             next_client += 1;
             let payload = Arc::clone(&payload);
-            let live = Arc::clone(&live);
             clients.spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
                 let outcome = match tokio::time::timeout(
                     client_timeout,
                     client::post(addr, route.path(), &payload),
@@ -124,36 +161,6 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
                     Ok(Ok(response)) => classify(&response),
                     Ok(Err(e)) => Outcome::Failed(format!("{}: {e}", route.path())),
                     Err(_) => Outcome::Failed(format!("{}: no answer in time", route.path())),
-                };
-                live.record(&outcome);
-                ClientResult { route, outcome }
-            });
-        }
-
-        // The clients that will hang up: sent once someone is parked, so that FIFO
-        // puts them behind that waiter, parked too. (If nobody parks within a
-        // second, they go anyway.)
-        if hang_ups > 0 {
-            let until = Instant::now() + Duration::from_secs(1);
-            while gate.waiters() == 0 && Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        }
-        for _ in 0..hang_ups {
-            let route = if next_hang_up % 2 == 1 {
-                Route::Mirror
-            } else {
-                Route::Upload
-            };
-            next_hang_up += 1;
-            let len = config.payload;
-            let after = config.disconnect_after;
-            let live = Arc::clone(&live);
-            clients.spawn(async move {
-                let outcome = match client::post_and_hang_up(addr, route.path(), len, after).await {
-                    Ok(None) => Outcome::HungUp,
-                    Ok(Some(answered)) => classify(&answered),
-                    Err(e) => Outcome::Failed(format!("{} (hang-up client): {e}", route.path())),
                 };
                 live.record(&outcome);
                 ClientResult { route, outcome }
@@ -177,6 +184,12 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
         peak_in_use_scraped,
         scrapes,
     }
+}
+
+/// Whether place `slot` of a wave of `size` is one of its `hang_ups` evenly spaced
+/// hang-ups (never the first place: someone should be parked ahead of it).
+fn is_hang_up(slot: usize, size: usize, hang_ups: usize) -> bool {
+    (0..hang_ups).any(|k| (k + 1) * size / (hang_ups + 1) == slot)
 }
 
 /// The `i`th of `parts` near-equal shares of `total`.
@@ -256,7 +269,7 @@ async fn watch(
 fn progress_line(config: &Config, gate: &UploadGate, live: &Live, started: Instant) -> String {
     let n = |c: &AtomicUsize| c.load(Ordering::Relaxed);
     format!(
-        "  [{:>5.1}s] wave {}/{}  done {:>3}/{}: {} admitted, {} shed, {} hung up{}  |  gate {}/{} in use, {} parked",
+        "  [{:>5.1}s] wave {}/{}  done {:>3}/{}: {} admitted, {} shed, {} hung up{}  |  gate {}/{} in use, {} parked{}",
         started.elapsed().as_secs_f64(),
         n(&live.wave),
         config.waves,
@@ -272,5 +285,10 @@ fn progress_line(config: &Config, gate: &UploadGate, live: &Live, started: Insta
         gate.in_use(),
         gate.capacity(),
         gate.waiters(),
+        if gate.is_overloaded() {
+            ", overloaded"
+        } else {
+            ""
+        },
     )
 }

@@ -1,5 +1,6 @@
 //! `admit-demo`: an upload server behind an `admit` gate, a burst of clients against
-//! it, and a check of what the gate did. Exits 0 only if every check held.
+//! it, and a check of what the gate did, once with a fixed wait budget and once with
+//! an overload target. Exits 0 only if every check held in both.
 //!
 //! `admit-demo serve`: the server alone until Ctrl-C; exits 0 if it drained.
 
@@ -21,7 +22,7 @@ fn main() -> ExitCode {
         }
     };
     match admit_demo::run_blocking(config) {
-        Ok(report) if report.passed() => ExitCode::SUCCESS,
+        Ok(comparison) if comparison.passed() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("admit-demo: {e}");

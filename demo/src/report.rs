@@ -9,8 +9,9 @@ use admit::{ShedReason, Source};
 use crate::config::Config;
 use crate::load::{Observed, Outcome};
 use crate::scrape::Scrape;
-use crate::server::{reason_index, Route, ServerStats};
-use crate::{by_reason, Drained};
+use crate::server::{reason_index, Route, ServerStats, REASONS};
+use crate::timeline::Timeline;
+use crate::{by_reason, secs, Drained};
 
 /// The server-side tallies at the end of the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct ServerCounts {
     /// `GateError::Busy` answered, per route in [`Route::ALL`](admit::Source::ALL) order.
     pub busy: [usize; 2],
     /// `GateError::Busy` answered, per reason in [`ShedReason::ALL`] order.
-    pub busy_by_reason: [usize; 2],
+    pub busy_by_reason: [usize; REASONS],
     /// `GateError::Cancelled`: the client hung up while parked.
     pub cancelled: usize,
     /// `GateError::Closed`.
@@ -73,6 +74,10 @@ pub struct Check {
 pub struct Report {
     /// The gate's capacity in units.
     pub capacity: usize,
+    /// The gate's wait budget.
+    pub wait_budget: Duration,
+    /// The gate's overload target; `None`: the fixed wait budget alone.
+    pub overload_target: Option<Duration>,
     /// Clients started.
     pub clients: usize,
     /// Clients answered 200.
@@ -99,6 +104,10 @@ pub struct Report {
     pub in_use_at_end: usize,
     /// Waits of admitted requests, sorted.
     pub waits: Vec<Duration>,
+    /// Waits of shed requests before their `503` (the time to shed), sorted.
+    pub shed_waits: Vec<Duration>,
+    /// The run over time, with the spans the gate was overloaded.
+    pub timeline: Option<Timeline>,
     /// `/metrics` before any load.
     pub before: Scrape,
     /// `/metrics` after the load.
@@ -125,6 +134,8 @@ impl Report {
         observed: &Observed,
         server: ServerCounts,
         mut waits: Vec<Duration>,
+        mut shed_waits: Vec<Duration>,
+        timeline: Option<Timeline>,
         in_use_at_end: usize,
         before: Scrape,
         after: Scrape,
@@ -133,8 +144,11 @@ impl Report {
         elapsed: Duration,
     ) -> Self {
         waits.sort_unstable();
+        shed_waits.sort_unstable();
         let mut report = Self {
             capacity,
+            wait_budget: config.wait_budget,
+            overload_target: config.overload_target(),
             clients: observed.results.len(),
             admitted: 0,
             shed: [0; 2],
@@ -148,6 +162,8 @@ impl Report {
             scrapes: observed.scrapes,
             in_use_at_end,
             waits,
+            shed_waits,
+            timeline,
             before,
             after,
             closed_probe,
@@ -214,11 +230,29 @@ impl Report {
     /// The admitted requests' wait at quantile `q` (nearest rank).
     #[must_use]
     pub fn wait_quantile(&self, q: f64) -> Option<Duration> {
-        if self.waits.is_empty() {
-            return None;
+        quantile(&self.waits, q)
+    }
+
+    /// The shed requests' time to shed (how long each waited before its `503`) at
+    /// quantile `q` (nearest rank).
+    #[must_use]
+    pub fn shed_wait_quantile(&self, q: f64) -> Option<Duration> {
+        quantile(&self.shed_waits, q)
+    }
+
+    /// What the run's gate was: `fixed wait budget`, or `overload target 200ms`.
+    #[must_use]
+    pub fn title(&self) -> String {
+        match self.overload_target {
+            None => "fixed wait budget".into(),
+            Some(target) => format!("overload target {}", secs(target)),
         }
-        let rank = (q * self.waits.len() as f64).ceil() as usize;
-        Some(self.waits[rank.clamp(1, self.waits.len()) - 1])
+    }
+
+    /// The spans the gate was overloaded, in seconds since the start.
+    #[must_use]
+    pub fn overloaded(&self) -> &[(f64, f64)] {
+        self.timeline.as_ref().map_or(&[], |t| &t.overloaded)
     }
 
     fn run_checks(&self) -> Vec<Check> {
@@ -308,6 +342,18 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join("; "),
         );
+        if self.overload_target.is_none() {
+            let overload_rule =
+                self.shed_for(ShedReason::Overload) + self.shed_for(ShedReason::Hopeless);
+            check(
+                "without an overload target, no overload or hopeless sheds",
+                overload_rule == 0 && self.overloaded().is_empty(),
+                format!(
+                    "{overload_rule} such sheds, {} overload episodes",
+                    self.overloaded().len()
+                ),
+            );
+        }
         check(
             "no unexpected outcomes",
             self.failures.is_empty()
@@ -371,8 +417,26 @@ fn route_index(route: Route) -> usize {
     Route::ALL.iter().position(|&r| r == route).unwrap_or(0)
 }
 
-fn ms(d: Option<Duration>) -> String {
-    d.map_or_else(|| "-".into(), |d| format!("{:.2}s", d.as_secs_f64()))
+/// The value at quantile `q` of `sorted` (nearest rank).
+fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// A wait for people: `2.00s`, `380ms`, `0.2ms`, `0ms` (shed at arrival), `-` for
+/// none.
+#[must_use]
+pub fn wait(d: Option<Duration>) -> String {
+    match d {
+        None => "-".into(),
+        Some(d) if d.is_zero() => "0ms".into(),
+        Some(d) if d >= Duration::from_secs(1) => format!("{:.2}s", d.as_secs_f64()),
+        Some(d) if d >= Duration::from_millis(10) => format!("{}ms", d.as_millis()),
+        Some(d) => format!("{:.1}ms", d.as_secs_f64() * 1e3),
+    }
 }
 
 impl fmt::Display for Report {
@@ -387,7 +451,12 @@ impl fmt::Display for Report {
             (Some(lo), Some(hi)) => format!("Retry-After {lo}-{hi}s"),
             _ => "no Retry-After".into(),
         };
-        writeln!(f, "summary ({:.1}s)", self.elapsed.as_secs_f64())?;
+        writeln!(
+            f,
+            "summary: {} ({:.1}s)",
+            self.title(),
+            self.elapsed.as_secs_f64()
+        )?;
         writeln!(
             f,
             "  requests  {}: {} admitted (200), {} shed (503, {retry_range}), {} cancelled (hung up while parked){}",
@@ -425,16 +494,35 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  wait      admitted: p50 {}, p99 {} (max {}); shed after the wait budget ({}){}",
-            ms(self.wait_quantile(0.5)),
-            ms(self.wait_quantile(0.99)),
-            ms(self.waits.last().copied()),
-            self.shed_for(ShedReason::WaitBudget),
-            match self.shed_for(ShedReason::QueueFull) {
-                0 => String::new(),
-                n => format!(" or at once, queue full ({n})"),
-            },
+            "  wait      admitted ({}): p50 {}, p99 {} (max {})",
+            self.waits.len(),
+            wait(self.wait_quantile(0.5)),
+            wait(self.wait_quantile(0.99)),
+            wait(self.waits.last().copied()),
         )?;
+        writeln!(
+            f,
+            "            time to shed ({}): p50 {}, p99 {} (max {}); wait budget {}",
+            self.shed_waits.len(),
+            wait(self.shed_wait_quantile(0.5)),
+            wait(self.shed_wait_quantile(0.99)),
+            wait(self.shed_waits.last().copied()),
+            secs(self.wait_budget),
+        )?;
+        match self.overload_target {
+            None => writeln!(f, "  overload  no target: the wait budget alone")?,
+            Some(target) => {
+                let spans = self.overloaded();
+                let time: f64 = spans.iter().map(|(from, to)| to - from).sum();
+                writeln!(
+                    f,
+                    "  overload  target {}: overloaded {} time(s), {time:.1}s in all; a request parked while overloaded waits at most {}",
+                    secs(target),
+                    spans.len(),
+                    secs(target * 2),
+                )?;
+            }
+        }
         writeln!(f, "  shutdown  {}", self.drained)?;
         writeln!(f, "  /metrics  (excerpt, after the load)")?;
         for line in self.after.excerpt() {
@@ -452,6 +540,81 @@ impl fmt::Display for Report {
                 } else {
                     format!(": {}", c.detail)
                 }
+            )?;
+        }
+        write!(f, "{}", self.verdict())
+    }
+}
+
+/// The same load against the fixed wait budget and against an overload target.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    /// The run with the fixed wait budget alone.
+    pub fixed: Report,
+    /// The run with the overload target; `None` with `--overload-target off`.
+    pub target: Option<Report>,
+}
+
+impl Comparison {
+    /// The runs, fixed first.
+    pub fn runs(&self) -> impl Iterator<Item = &Report> {
+        std::iter::once(&self.fixed).chain(&self.target)
+    }
+
+    /// Whether every check held in every run.
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        self.runs().all(Report::passed)
+    }
+
+    /// The `PASS: …` or `FAIL: …` line over every run.
+    #[must_use]
+    pub fn verdict(&self) -> String {
+        let failed: Vec<_> = self.runs().filter(|r| !r.passed()).collect();
+        if failed.is_empty() {
+            let counts: Vec<_> = self
+                .runs()
+                .map(|r| format!("{} in the {} run", r.checks.len(), r.title()))
+                .collect();
+            format!("PASS: every check held: {}", counts.join(", "))
+        } else {
+            let runs: Vec<_> = failed
+                .iter()
+                .map(|r| format!("the {} run: {}", r.title(), r.verdict()))
+                .collect();
+            format!("FAIL: {}", runs.join("; "))
+        }
+    }
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pair = |a: Option<Duration>, b: Option<Duration>| format!("{} / {}", wait(a), wait(b));
+        writeln!(
+            f,
+            "comparison: the same load ({} clients), one row per gate",
+            self.fixed.clients
+        )?;
+        writeln!(
+            f,
+            "  {:<24} {:>8} {:>5}  {:>22}  {:>23}  {:>10}",
+            "gate",
+            "admitted",
+            "shed",
+            "time to shed p50 / p99",
+            "admitted wait p50 / p99",
+            "peak units"
+        )?;
+        for r in self.runs() {
+            writeln!(
+                f,
+                "  {:<24} {:>8} {:>5}  {:>22}  {:>23}  {:>10}",
+                r.title(),
+                r.admitted,
+                r.shed_total(),
+                pair(r.shed_wait_quantile(0.5), r.shed_wait_quantile(0.99)),
+                pair(r.wait_quantile(0.5), r.wait_quantile(0.99)),
+                format!("{}/{}", r.peak_in_use, r.capacity),
             )?;
         }
         write!(f, "{}", self.verdict())

@@ -110,13 +110,17 @@ impl Scrape {
         Route::ALL.iter().map(|&r| self.shed_total(r)).sum()
     }
 
-    /// The gate's lines, histogram buckets left out: what a person looks at first.
+    /// The gate's lines, histogram buckets left out, sorted (the exporter's order
+    /// changes from run to run): what a person looks at first.
     #[must_use]
     pub fn excerpt(&self) -> Vec<&str> {
-        self.text
+        let mut lines: Vec<&str> = self
+            .text
             .lines()
             .filter(|line| line.starts_with(METRICS_PREFIX) && !line.contains("_bucket{"))
-            .collect()
+            .collect();
+        lines.sort_unstable();
+        lines
     }
 }
 
@@ -159,21 +163,28 @@ mod tests {
         let page = "# TYPE upload_sessions_shed_total counter\n\
                     upload_sessions_shed_total{source=\"upload\",reason=\"wait_budget\"} 3\n\
                     upload_sessions_shed_total{source=\"upload\",reason=\"queue_full\"} 1\n\
+                    upload_sessions_shed_total{source=\"upload\",reason=\"overload\"} 0\n\
+                    upload_sessions_shed_total{source=\"upload\",reason=\"hopeless\"} 5\n\
                     upload_sessions_shed_total{reason=\"wait_budget\",source=\"mirror\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"queue_full\"} 2\n\
+                    upload_sessions_shed_total{source=\"mirror\",reason=\"overload\"} 1\n\
+                    upload_sessions_shed_total{source=\"mirror\",reason=\"hopeless\"} 0\n\
                     upload_sessions_units_in_use 2\n\
                     upload_sessions_hold_seconds_bucket{le=\"+Inf\"} 5\n";
         let s = Scrape::parse(page.to_owned());
-        assert_eq!(s.shed_total(Route::Upload), Some(4.0));
+        assert_eq!(s.shed_total(Route::Upload), Some(9.0));
+        assert_eq!(s.shed_total(Route::Mirror), Some(3.0));
         assert_eq!(
             s.shed_total_for(Route::Mirror, ShedReason::QueueFull),
             Some(2.0)
         );
         assert_eq!(s.shed_total_by_reason(ShedReason::QueueFull), Some(3.0));
         assert_eq!(s.shed_total_by_reason(ShedReason::WaitBudget), Some(3.0));
-        assert_eq!(s.shed_total_sum(), Some(6.0));
+        assert_eq!(s.shed_total_by_reason(ShedReason::Overload), Some(1.0));
+        assert_eq!(s.shed_total_by_reason(ShedReason::Hopeless), Some(5.0));
+        assert_eq!(s.shed_total_sum(), Some(12.0));
         assert_eq!(s.metric("units_in_use"), Some(2.0));
-        assert_eq!(s.excerpt().len(), 5);
+        assert_eq!(s.excerpt().len(), 9);
         let only_upload = Scrape::parse(
             "upload_sessions_shed_total{source=\"upload\",reason=\"wait_budget\"} 3\n".into(),
         );

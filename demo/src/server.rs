@@ -12,11 +12,14 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use admit::{GateError, Observer, ShedReason, Source};
+use admit::{
+    AdmitEvent, CapacityEvent, GateError, Observer, OverloadEvent, ReleaseEvent, ShedEvent,
+    ShedReason, Source, StartEvent,
+};
 use admit_metrics::MetricsObserver;
 use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
 use axum::body::Body;
@@ -101,6 +104,9 @@ pub const METRICS_PREFIX: &str = "upload_sessions";
 /// The demo's gate.
 pub type UploadGate = admit_tokio::Gate<Route, DemoObserver>;
 
+/// The number of shed reasons counted apart: [`ShedReason::ALL`].
+pub const REASONS: usize = ShedReason::ALL.len();
+
 /// What the server saw, counted on the server side.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -109,7 +115,7 @@ pub struct ServerStats {
     /// `GateError::Busy` per route (indexed like [`Route::ALL`](admit::Source::ALL)).
     pub busy: [AtomicUsize; 2],
     /// `GateError::Busy` per reason (indexed like [`ShedReason::ALL`]).
-    pub busy_by_reason: [AtomicUsize; 2],
+    pub busy_by_reason: [AtomicUsize; REASONS],
     /// `GateError::Cancelled`: the client hung up while parked.
     pub cancelled: AtomicUsize,
     /// `GateError::Closed`.
@@ -122,6 +128,13 @@ pub struct ServerStats {
     pub in_use: [AtomicUsize; 2],
     /// How long each admitted request waited for its units.
     waits: Mutex<Vec<Duration>>,
+    /// How long each shed request waited before it was shed (zero: at arrival).
+    shed_waits: Mutex<Vec<Duration>>,
+    /// Every change of the overload state the observer heard, in order.
+    overload_changes: Mutex<Vec<(Instant, bool)>>,
+    /// Set when the gate becomes overloaded; the timeline's sampler clears it, so
+    /// an episode shorter than a sample still shows.
+    pub overloaded_since_sample: AtomicBool,
 }
 
 impl ServerStats {
@@ -153,6 +166,24 @@ impl ServerStats {
     #[must_use]
     pub fn waits(&self) -> Vec<Duration> {
         self.waits.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The shed requests' waits so far: how long each waited before its `503`.
+    #[must_use]
+    pub fn shed_waits(&self) -> Vec<Duration> {
+        self.shed_waits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The changes of the overload state so far, as heard: when, and to what.
+    #[must_use]
+    pub fn overload_changes(&self) -> Vec<(Instant, bool)> {
+        self.overload_changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -191,45 +222,64 @@ impl DemoObserver {
 }
 
 impl Observer for DemoObserver {
-    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
-        self.metrics.on_start(capacity, sources);
+    fn on_start(&self, event: &StartEvent<'_>) {
+        self.metrics.on_start(event);
     }
 
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
-        self.metrics.on_admit(source, units, waited);
+    fn on_admit(&self, event: &AdmitEvent) {
+        self.metrics.on_admit(event);
         self.stats.admitted.fetch_add(1, Ordering::Relaxed);
-        if let Some(route) = Route::from_label(source) {
-            self.stats.in_use[route.index()].fetch_add(units, Ordering::Relaxed);
+        if let Some(route) = Route::from_label(event.source) {
+            self.stats.in_use[route.index()].fetch_add(event.units, Ordering::Relaxed);
         }
         self.stats
             .waits
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(waited);
+            .push(event.waited);
     }
 
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
-        self.metrics.on_release(source, units, held);
-        if let Some(route) = Route::from_label(source) {
-            self.stats.in_use[route.index()].fetch_sub(units, Ordering::Relaxed);
+    fn on_release(&self, event: &ReleaseEvent) {
+        self.metrics.on_release(event);
+        if let Some(route) = Route::from_label(event.source) {
+            self.stats.in_use[route.index()].fetch_sub(event.units, Ordering::Relaxed);
         }
     }
 
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
-        self.metrics.on_shed(source, units, waited, reason);
-        if let Some(route) = Route::from_label(source) {
+    fn on_shed(&self, event: &ShedEvent) {
+        self.metrics.on_shed(event);
+        if let Some(route) = Route::from_label(event.source) {
             self.stats.busy[route.index()].fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(i) = reason_index(reason) {
+        if let Some(i) = reason_index(event.reason) {
             self.stats.busy_by_reason[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.stats
+            .shed_waits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event.waited);
+    }
+
+    fn on_capacity(&self, event: &CapacityEvent) {
+        self.metrics.on_capacity(event);
+        if self.announce_resizes {
+            println!("  resized   capacity now {} units", event.capacity);
         }
     }
 
-    fn on_capacity(&self, capacity: usize) {
-        self.metrics.on_capacity(capacity);
-        if self.announce_resizes {
-            println!("  resized   capacity now {capacity} units");
+    fn on_overload(&self, event: &OverloadEvent) {
+        self.metrics.on_overload(event);
+        if event.overloaded {
+            self.stats
+                .overloaded_since_sample
+                .store(true, Ordering::Relaxed);
         }
+        self.stats
+            .overload_changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((Instant::now(), event.overloaded));
     }
 }
 

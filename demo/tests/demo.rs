@@ -1,18 +1,19 @@
 //! The demo against its real server on loopback: a short run whose summary
-//! invariants and scraped metrics are checked, the server's answers to a hang-up
-//! and to a shed with the gate held full by the test itself, and the binary's exit
-//! code.
+//! invariants and scraped metrics are checked, a short comparison of the fixed wait
+//! budget with an overload target, the server's answers to a hang-up and to a shed
+//! with the gate held full by the test itself, and the binary's exit code.
 //!
 //! Every assertion is an invariant or follows from the configuration, never from
 //! timing: a shed is asserted only where the wait budget is far shorter than the
-//! time the units are held, with more demand than capacity.
+//! time the units are held, with more demand than capacity; the comparison is
+//! asserted as ratios to the wait budget and between the runs, not as counts.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use admit::{ShedReason, Source};
 use admit_demo::server::{App, DemoObserver, Server, ServerStats, UploadGate, MAX_UNITS};
-use admit_demo::{Config, Route, Scrape};
+use admit_demo::{Comparison, Config, OverloadTarget, Report, Route, Scrape};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -33,12 +34,14 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Capacity 2 from a memory budget; every wave's hold (3 s) far longer than the
-/// wait budget (1 s): whoever parks behind the first two admitted is shed.
+/// wait budget (1 s): whoever parks behind the first two admitted is shed. The
+/// fixed wait budget alone.
 fn short_config() -> Config {
     Config {
         memory_budget: 2 << 20,
         session_buffer: 1 << 20,
         wait_budget: Duration::from_secs(1),
+        overload_target: OverloadTarget::Off,
         hold: Duration::from_secs(3),
         clients: 10,
         disconnects: 2,
@@ -166,6 +169,169 @@ fn a_run_with_max_waiters_sheds_at_once_and_tells_the_reasons_apart() {
     }
     assert!(all.contains(&format!("queue_full {queue_full}")), "{all}");
     assert!(report.drained.is_complete(), "{all}");
+}
+
+/// Capacity 8 from a memory budget, holds of 500 ms, a wait budget of 1 s and the
+/// default overload target (a tenth: 100 ms): 80 clients (about 100 units) in a
+/// steady stream over 2 s, three times what the gate turns over.
+fn overload_config() -> Config {
+    Config {
+        memory_budget: 8 << 20,
+        session_buffer: 1 << 20,
+        wait_budget: Duration::from_secs(1),
+        overload_target: OverloadTarget::TenthOfBudget,
+        hold: Duration::from_millis(500),
+        clients: 80,
+        disconnects: 2,
+        disconnect_after: Duration::from_millis(100),
+        waves: 4,
+        payload: 16 << 10,
+        global_recorder: false,
+        verbose: false,
+        plot: Some(
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("admit-demo-compare.svg"),
+        ),
+        ..Config::default()
+    }
+}
+
+/// One comparison under [`overload_config`], shared by the tests that look at it.
+fn short_comparison() -> &'static Comparison {
+    static COMPARISON: OnceLock<Comparison> = OnceLock::new();
+    COMPARISON.get_or_init(|| {
+        let _serial = serial();
+        let plot = overload_config().plot.unwrap();
+        let _ = std::fs::remove_file(&plot);
+        runtime()
+            .block_on(admit_demo::compare(overload_config()))
+            .unwrap()
+    })
+}
+
+/// The invariants every run keeps, whatever its gate.
+fn assert_run_invariants(report: &Report, config: &Config) {
+    let all = format!("{report}");
+    assert!(report.passed(), "{all}");
+    assert_eq!(report.capacity, 8, "8 MiB / 1 MiB: {all}");
+    assert_eq!(report.clients, config.clients);
+    assert_eq!(
+        report.admitted + report.shed_total() + report.hung_up,
+        config.clients,
+        "{all}"
+    );
+    assert!(
+        report.failures.is_empty() && report.unavailable == 0,
+        "{all}"
+    );
+    assert!(
+        report.peak_in_use <= 8 && report.peak_in_use_scraped <= 8.0,
+        "{all}"
+    );
+    assert_eq!(report.in_use_at_end, 0, "{all}");
+    assert!(report.drained.is_complete(), "{all}");
+    assert_eq!(
+        report.shed_waits.len(),
+        report.shed_total(),
+        "one wait per shed: {all}"
+    );
+    assert_eq!(report.waits.len(), report.server.admitted, "{all}");
+    // Per route and per reason, including the overload reasons: the counter is
+    // the server's answers, and per route the 503s the clients saw.
+    for (i, &route) in Route::ALL.iter().enumerate() {
+        assert_eq!(
+            report.after.shed_total(route),
+            Some(report.shed[i] as f64),
+            "{route:?}: {all}"
+        );
+        assert_eq!(report.server.busy[i], report.shed[i], "{route:?}: {all}");
+    }
+    for reason in ShedReason::ALL {
+        assert_eq!(
+            report.after.shed_total_by_reason(reason),
+            Some(report.shed_for(reason) as f64),
+            "{reason:?}: {all}"
+        );
+        assert!(
+            all.contains(&format!("{} {}", reason.label(), report.shed_for(reason))),
+            "{all}"
+        );
+    }
+    assert_eq!(
+        ShedReason::ALL
+            .iter()
+            .map(|&r| report.shed_for(r))
+            .sum::<usize>(),
+        report.shed_total(),
+        "{all}"
+    );
+    assert!(report
+        .retry_after
+        .iter()
+        .all(|v| v.parse::<u64>().is_ok_and(|s| s >= 1)));
+}
+
+#[test]
+fn a_short_comparison_holds_every_check_in_both_runs() {
+    let comparison = short_comparison();
+    let config = overload_config();
+    let all = format!("{comparison}");
+    assert!(comparison.passed(), "{all}");
+    assert!(comparison.verdict().starts_with("PASS"), "{all}");
+    let fixed = &comparison.fixed;
+    let target = comparison.target.as_ref().expect("a target run by default");
+    assert_eq!(fixed.overload_target, None);
+    assert_eq!(target.overload_target, Some(config.wait_budget / 10));
+    for report in comparison.runs() {
+        assert_run_invariants(report, &config);
+    }
+    // Without a target the overload rule never acts.
+    assert_eq!(fixed.shed_for(ShedReason::Overload), 0, "{fixed}");
+    assert_eq!(fixed.shed_for(ShedReason::Hopeless), 0, "{fixed}");
+    assert!(fixed.overloaded().is_empty(), "{fixed}");
+    // The comparison has a row per run, and the picture a panel per run.
+    assert!(
+        all.contains("fixed wait budget") && all.contains("overload target 100ms"),
+        "{all}"
+    );
+    let svg = std::fs::read_to_string(config.plot.unwrap()).expect("the picture of both runs");
+    assert!(
+        svg.contains("fixed wait budget") && svg.contains("overload target 100ms"),
+        "{svg}"
+    );
+}
+
+#[test]
+fn with_an_overload_target_sheds_come_in_milliseconds_and_without_one_after_the_budget() {
+    let comparison = short_comparison();
+    let budget = overload_config().wait_budget;
+    let fixed = &comparison.fixed;
+    let target = comparison.target.as_ref().unwrap();
+    let all = format!("{fixed}\n\n{target}\n\n{comparison}");
+    // Three times the demand the gate turns over: both runs shed.
+    assert!(fixed.shed_total() > 0 && target.shed_total() > 0, "{all}");
+    // The fixed budget: a standing queue, and every shed waited all of the budget.
+    assert!(
+        fixed.shed_waits.iter().all(|&w| w >= budget),
+        "{:?}: {all}",
+        fixed.shed_waits
+    );
+    assert_eq!(
+        fixed.shed_for(ShedReason::WaitBudget),
+        fixed.shed_total(),
+        "{all}"
+    );
+    // The target: most sheds at arrival, so the median far below the budget.
+    let median = target.shed_wait_quantile(0.5).unwrap();
+    assert!(
+        median < budget / 10,
+        "median time to shed {median:?}: {all}"
+    );
+    assert!(target.shed_for(ShedReason::Hopeless) > 0, "{all}");
+    // And those admitted waited less.
+    assert!(
+        target.wait_quantile(0.5) < fixed.wait_quantile(0.5),
+        "admitted wait p50: {all}"
+    );
 }
 
 /// A server on a gate the test builds and fills itself.
@@ -341,10 +507,46 @@ fn the_binary_runs_a_small_burst_and_exits_zero() {
         stdout.contains("shed_total{source=\"upload\"} 0"),
         "{stdout}"
     );
+    assert!(stdout.contains("\ncomparison: "), "{stdout}");
     let svg = std::fs::read_to_string(&plot).expect("the picture of the run");
     assert!(
         svg.starts_with("<svg") && svg.contains("units in use"),
         "{svg}"
+    );
+    assert!(
+        svg.contains("fixed wait budget") && svg.contains("overload target 100ms"),
+        "both runs side by side: {svg}"
+    );
+
+    // `--overload-target off`: the fixed budget alone.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_admit-demo"))
+        .args([
+            "--capacity",
+            "2",
+            "--wait-budget",
+            "1s",
+            "--overload-target",
+            "off",
+            "--hold",
+            "1s",
+            "--clients",
+            "4",
+            "--disconnects",
+            "0",
+            "--waves",
+            "1",
+            "--payload",
+            "4KiB",
+            "--plot",
+            "none",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("run 1/1") && !stdout.contains("run 2/2"),
+        "{stdout}"
     );
 }
 
@@ -403,6 +605,39 @@ fn flags_parse_and_bad_ones_are_refused() {
     };
     assert_eq!(c.follow_memory_limit, Some(Duration::from_secs(30)));
     assert_eq!(c.max_waiters, Some(0));
+    assert_eq!(
+        Config::default().overload_target(),
+        Some(Duration::from_millis(200))
+    );
+    let Ok(Command::Run(c)) = Config::from_args(["--wait-budget", "3s"]) else {
+        panic!("--wait-budget")
+    };
+    assert_eq!(
+        c.overload_target(),
+        Some(Duration::from_millis(300)),
+        "a tenth of the budget"
+    );
+    let Ok(Command::Run(c)) = Config::from_args(["--overload-target", "250ms"]) else {
+        panic!("--overload-target")
+    };
+    assert_eq!(
+        c.overload_target,
+        OverloadTarget::Given(Duration::from_millis(250))
+    );
+    let Ok(Command::Run(c)) = Config::from_args(["--overload-target=off"]) else {
+        panic!("--overload-target off")
+    };
+    assert_eq!(c.overload_target(), None);
+    let Ok(Command::Serve(c)) = Config::from_args(["serve", "--overload-target", "1s"]) else {
+        panic!("serve --overload-target")
+    };
+    assert_eq!(c.overload_target(), Some(Duration::from_secs(1)));
+    assert!(
+        Config::from_args(["--overload-target", "2s"]).is_err(),
+        "not below the budget"
+    );
+    assert!(Config::from_args(["--overload-target", "0ms"]).is_err());
+    assert!(Config::from_args(["--overload-target", "soon"]).is_err());
     let refused = Config::from_args(["--follow-memory-limit", "30s"]).unwrap_err();
     assert!(refused.0.contains("serve"), "{refused}");
     assert!(Config::from_args(["serve", "--follow-memory-limit", "1ms"]).is_err());
