@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use admit::{Gate, GateError, Observer, Timer};
+use admit::{AdmitEvent, Gate, GateError, Observer, ShedEvent, Timer};
 use admit_async_std::AsyncStdTimer;
 use async_std::channel;
 
@@ -27,10 +27,10 @@ struct Counts {
 }
 
 impl Observer for Counts {
-    fn on_admit(&self, _: &'static str, _: usize, _: Duration) {
+    fn on_admit(&self, _: &AdmitEvent) {
         self.admits.fetch_add(1, Ordering::SeqCst);
     }
-    fn on_shed(&self, _: &'static str, _: usize, _: Duration, _reason: admit::ShedReason) {
+    fn on_shed(&self, _: &ShedEvent) {
         self.sheds.fetch_add(1, Ordering::SeqCst);
     }
 }

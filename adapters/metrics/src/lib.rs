@@ -1,10 +1,12 @@
 #![doc = include_str!("../README.md")]
 
-use core::sync::atomic::{fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use core::time::Duration;
 use std::sync::OnceLock;
 
-use admit::ShedReason;
+use admit::{
+    AdmitEvent, CapacityEvent, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
+};
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
 /// Reports a gate's events as the metrics in the [crate docs](crate#metrics).
@@ -19,8 +21,8 @@ use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 pub struct MetricsObserver {
     prefix: String,
     names: Names,
-    /// Set at the first `on_start`: the labels, the capacity in force, and what a
-    /// late recorder must be caught up with.
+    /// Set at the first `on_start`: the labels, the capacity and overload state in
+    /// force, and what a late recorder must be caught up with.
     state: OnceLock<State>,
     /// Resolved against the first real recorder found (at start, or at a later
     /// event); from then on every event goes through them.
@@ -50,6 +52,9 @@ struct State {
     sources: Box<[&'static str]>,
     /// The capacity last reported: `on_start`, then `on_capacity`.
     capacity: AtomicUsize,
+    /// The overload state last reported: not overloaded at `on_start`, then
+    /// `on_overload`.
+    overloaded: AtomicBool,
     /// Units admitted minus units released, or [`IN_USE_HANDED_OVER`].
     in_use: AtomicIsize,
     /// Sheds at `slot(source, reason)`, or [`SHEDS_HANDED_OVER`].
@@ -72,6 +77,7 @@ impl State {
         Self {
             sources: sources.into(),
             capacity: AtomicUsize::new(capacity),
+            overloaded: AtomicBool::new(false),
             in_use: AtomicIsize::new(0),
             sheds: (0..sources.len() * REASONS)
                 .map(|_| AtomicU64::new(0))
@@ -140,6 +146,20 @@ impl State {
             capacity = now;
         }
     }
+
+    /// Sets the overloaded gauge to the state last reported (1 or 0), re-reading
+    /// after setting as [`show_capacity`](Self::show_capacity) does.
+    fn show_overloaded(&self, gauge: &Gauge) {
+        let mut overloaded = self.overloaded.load(Ordering::Acquire);
+        loop {
+            gauge.set(gauge_value(overloaded));
+            let now = self.overloaded.load(Ordering::Acquire);
+            if now == overloaded {
+                return;
+            }
+            overloaded = now;
+        }
+    }
 }
 
 /// Adds `delta` to `count` unless it holds [`IN_USE_HANDED_OVER`]; `false` if it
@@ -150,6 +170,15 @@ fn add_unless_handed_over(count: &AtomicIsize, delta: isize) -> bool {
             (n != IN_USE_HANDED_OVER).then(|| n + delta)
         })
         .is_ok()
+}
+
+/// The overloaded gauge's value for a state: 1 or 0.
+fn gauge_value(overloaded: bool) -> f64 {
+    if overloaded {
+        1.0
+    } else {
+        0.0
+    }
 }
 
 /// A unit count as a signed delta (capacities are far below `isize::MAX`).
@@ -188,6 +217,7 @@ struct Names {
     hold_seconds: SharedString,
     wait_seconds: SharedString,
     shed_total: SharedString,
+    overloaded: SharedString,
 }
 
 /// Handles resolved against the first real recorder in force.
@@ -199,6 +229,7 @@ struct Handles {
     wait_seconds: Histogram,
     /// One counter per source × reason, at `State::slot`.
     shed_total: Box<[Counter]>,
+    overloaded: Gauge,
 }
 
 /// The label key of the shed counter's call site.
@@ -208,8 +239,8 @@ const REASON_LABEL: &str = "reason";
 
 impl MetricsObserver {
     /// An observer whose metrics are named `<prefix>_units_in_use`,
-    /// `<prefix>_capacity_units`, `<prefix>_hold_seconds`, `<prefix>_wait_seconds` and
-    /// `<prefix>_shed_total`.
+    /// `<prefix>_capacity_units`, `<prefix>_hold_seconds`, `<prefix>_wait_seconds`,
+    /// `<prefix>_shed_total` and `<prefix>_overloaded`.
     ///
     /// The prefix should be `snake_case`, naming what the gate admits (e.g.
     /// `upload_sessions`). Nothing is registered until the gate starts the observer.
@@ -223,6 +254,7 @@ impl MetricsObserver {
             hold_seconds: name("hold_seconds"),
             wait_seconds: name("wait_seconds"),
             shed_total: name("shed_total"),
+            overloaded: name("overloaded"),
         };
         Self {
             prefix,
@@ -265,7 +297,16 @@ impl MetricsObserver {
             Unit::Count,
             "Callers shed (turned away busy) by the admission gate, per call site and \
              reason (wait_budget: the wait budget expired; queue_full: max_waiters \
-             already parked)."
+             already parked; overload: waited twice the overload target while the gate \
+             was overloaded; hopeless: shed at arrival, its estimated wait longer than \
+             it could wait)."
+        );
+        metrics::describe_gauge!(
+            n.overloaded.clone(),
+            Unit::Count,
+            "1 while the admission gate is overloaded (from an interval whose shortest \
+             wait stayed above its overload target until an interval in which its queue \
+             was seen empty), 0 otherwise; always 0 without an overload target."
         );
     }
 
@@ -279,12 +320,15 @@ impl MetricsObserver {
     }
 
     /// Describes and registers every metric in the recorder in force, each series
-    /// at its starting value: the capacity, and 0 for every shed counter. Used when
-    /// no handles are kept (a second gate, or no real recorder yet).
+    /// at its starting value: the capacity, the overload state (0 at start), and 0
+    /// for every shed counter. Used when no handles are kept (a second gate, or no
+    /// real recorder yet).
     fn register_through_facade(&self, state: &State) {
         self.describe();
         metrics::gauge!(self.names.capacity_units.clone())
             .set(state.capacity.load(Ordering::Acquire) as f64);
+        metrics::gauge!(self.names.overloaded.clone())
+            .set(gauge_value(state.overloaded.load(Ordering::Acquire)));
         for &source in state.sources.iter() {
             for reason in ShedReason::ALL {
                 self.shed_counter(source, reason).absolute(0);
@@ -294,7 +338,7 @@ impl MetricsObserver {
 
     /// Resolves the handles against the recorder in force (the first thread to get
     /// here wins; the others use its handles), hands the counts over to them and
-    /// shows the capacity.
+    /// shows the capacity and the overload state.
     fn resolve(&self, state: &State) -> &Handles {
         self.describe();
         let n = &self.names;
@@ -308,6 +352,7 @@ impl MetricsObserver {
                 .iter()
                 .flat_map(|&source| ShedReason::ALL.map(|reason| self.shed_counter(source, reason)))
                 .collect(),
+            overloaded: metrics::gauge!(n.overloaded.clone()),
         };
         // Every series exists from now on: the gauge at 0 until the hand-over adds
         // the units counted so far, every counter at 0 until its sheds are added.
@@ -319,11 +364,12 @@ impl MetricsObserver {
         // mark finds the handles.
         let handles = self.handles.get_or_init(|| resolved);
         state.hand_over(handles);
-        // Pairs with the fence in `on_capacity`: either the load in `show_capacity`
-        // sees a capacity stored before that fence, or that thread sees the handles
-        // and shows it itself.
+        // Pairs with the fences in `on_capacity` and `on_overload`: either the load
+        // in `show_capacity` (`show_overloaded`) sees a value stored before that
+        // fence, or that thread sees the handles and shows it itself.
         fence(Ordering::SeqCst);
         state.show_capacity(&handles.capacity_units);
+        state.show_overloaded(&handles.overloaded);
         handles
     }
 
@@ -406,7 +452,8 @@ impl MetricsObserver {
 }
 
 impl admit::Observer for MetricsObserver {
-    fn on_start(&self, capacity: usize, sources: &[&'static str]) {
+    fn on_start(&self, event: &StartEvent<'_>) {
+        let (capacity, sources) = (event.capacity, event.sources);
         let mut first = false;
         let state = self.state.get_or_init(|| {
             first = true;
@@ -414,12 +461,15 @@ impl admit::Observer for MetricsObserver {
         });
         if !first {
             // A second gate on this observer: the labels and handles stay the first
-            // one's; the capacity is the last reported.
+            // one's; the capacity and the overload state are the last reported (a
+            // gate starts not overloaded).
             state.capacity.store(capacity, Ordering::Release);
+            state.overloaded.store(false, Ordering::Release);
         }
         if let Some(handles) = self.handles.get() {
             self.describe();
             state.show_capacity(&handles.capacity_units);
+            state.show_overloaded(&handles.overloaded);
         } else if recorder_in_force() {
             self.resolve(state);
         } else {
@@ -429,19 +479,29 @@ impl admit::Observer for MetricsObserver {
         }
     }
 
-    fn on_admit(&self, _source: &'static str, units: usize, waited: Duration) {
-        self.event(Event::Admit { units, waited });
+    fn on_admit(&self, event: &AdmitEvent) {
+        self.event(Event::Admit {
+            units: event.units,
+            waited: event.waited,
+        });
     }
 
-    fn on_release(&self, _source: &'static str, units: usize, held: Duration) {
-        self.event(Event::Release { units, held });
+    fn on_release(&self, event: &ReleaseEvent) {
+        self.event(Event::Release {
+            units: event.units,
+            held: event.held,
+        });
     }
 
-    fn on_shed(&self, source: &'static str, _units: usize, _waited: Duration, reason: ShedReason) {
-        self.event(Event::Shed { source, reason });
+    fn on_shed(&self, event: &ShedEvent) {
+        self.event(Event::Shed {
+            source: event.source,
+            reason: event.reason,
+        });
     }
 
-    fn on_capacity(&self, capacity: usize) {
+    fn on_capacity(&self, event: &CapacityEvent) {
+        let capacity = event.capacity;
         let Some(state) = self.state.get() else {
             metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
             return;
@@ -457,6 +517,26 @@ impl admit::Observer for MetricsObserver {
             }
             None => {
                 metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
+            }
+        }
+    }
+
+    fn on_overload(&self, event: &OverloadEvent) {
+        let overloaded = event.overloaded;
+        let Some(state) = self.state.get() else {
+            metrics::gauge!(self.names.overloaded.clone()).set(gauge_value(overloaded));
+            return;
+        };
+        state.overloaded.store(overloaded, Ordering::Release);
+        // Pairs with the fence in `resolve`, as in `on_capacity`.
+        fence(Ordering::SeqCst);
+        match self.handles.get() {
+            Some(handles) => state.show_overloaded(&handles.overloaded),
+            None if recorder_in_force() => {
+                self.resolve(state);
+            }
+            None => {
+                metrics::gauge!(self.names.overloaded.clone()).set(gauge_value(overloaded));
             }
         }
     }

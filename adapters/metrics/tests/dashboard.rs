@@ -175,8 +175,8 @@ fn the_dashboard_uses_its_variables_for_the_datasource_and_the_prefix() {
     assert!(DASHBOARD.contains("\"uid\": \"${datasource}\""));
 }
 
-/// Sheds are shown per call site and per reason (`wait_budget` | `queue_full`), so an
-/// operator sees which limit bites.
+/// Sheds are shown per call site and per reason (`wait_budget` | `queue_full` |
+/// `overload` | `hopeless`), so an operator sees which limit bites.
 #[test]
 fn the_dashboard_shows_sheds_by_source_and_by_reason() {
     let mut queries = Vec::new();
@@ -190,4 +190,36 @@ fn the_dashboard_shows_sheds_by_source_and_by_reason() {
             "no panel of the sheds by {label}: {queries:?}"
         );
     }
+}
+
+/// The by-reason panel says what each reason means (it queries by label, so every
+/// reason `admit` has shows up there), and the overload state has a panel of its own.
+#[test]
+fn the_dashboard_explains_every_shed_reason_and_shows_the_overload_state() {
+    let dashboard: Value = serde_json::from_str(DASHBOARD).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let queries = |panel: &Value| {
+        let mut out = Vec::new();
+        exprs(panel, &mut out);
+        out
+    };
+    let by_reason = panels
+        .iter()
+        .find(|p| queries(p).iter().any(|q| q.contains("sum by (reason)")))
+        .expect("a panel of the sheds by reason");
+    let description = by_reason["description"].as_str().unwrap();
+    for reason in admit::ShedReason::ALL {
+        assert!(
+            description.contains(&format!("{}:", reason.label())),
+            "the by-reason panel does not explain {:?}: {description}",
+            reason.label()
+        );
+    }
+    let overloaded = panels
+        .iter()
+        .find(|p| queries(p).iter().any(|q| q == "${prefix}_overloaded"))
+        .expect("a panel of the overloaded gauge");
+    assert!(overloaded["description"]
+        .as_str()
+        .is_some_and(|d| d.contains("overload target")));
 }

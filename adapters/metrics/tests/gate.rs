@@ -3,6 +3,9 @@
 
 mod support;
 
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::task::Poll;
 use std::time::Duration;
 
 use admit::{Gate, GateError};
@@ -21,6 +24,12 @@ admit::sources! {
 }
 
 const BUDGET: Duration = Duration::from_secs(5);
+
+/// Polls `f` once, without waiting.
+async fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+    let mut f = Some(f);
+    poll_fn(|cx| Poll::Ready(f.take().unwrap().poll(cx))).await
+}
 
 /// Runs `test` on a paused-clock Tokio runtime, with `recorder` current while the
 /// gate is built (the handles are resolved then). Whatever `test` returns (e.g.
@@ -53,8 +62,13 @@ fn a_new_gate_reads_capacity_and_zeros_for_every_source() {
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
     assert_eq!(gauge(&m, "uploads_units_in_use"), 0.0);
+    assert_eq!(
+        gauge(&m, "uploads_overloaded"),
+        0.0,
+        "no overload target: 0"
+    );
     for source in ["upload", "mirror", "scrub"] {
-        for reason in ["wait_budget", "queue_full"] {
+        for reason in ["wait_budget", "queue_full", "overload", "hopeless"] {
             assert_eq!(counter(&m, "uploads_shed_total", source, reason), 0);
         }
     }
@@ -168,4 +182,88 @@ fn queue_full_sheds_are_told_apart_and_a_resize_moves_the_capacity_gauge() {
     assert_eq!(counter(&m, "uploads_shed_total", "mirror", "queue_full"), 0);
     assert_eq!(gauge(&m, "uploads_capacity_units"), 5.0);
     assert_eq!(gauge(&m, "uploads_units_in_use"), 2.0);
+}
+
+/// A standing queue on a gate with an overload target (500 ms): every unit is held
+/// 1 s and two requests queue behind the holder, so a whole interval of waits stays
+/// above the target. The gate turns overloaded (the gauge reads 1), a newcomer is
+/// shed at arrival as hopeless, and the requests parked longer than twice the
+/// target are shed for the overload.
+#[test]
+fn an_overloaded_gate_sets_the_gauge_and_counts_hopeless_and_overload_sheds() {
+    const TARGET: Duration = Duration::from_millis(500);
+    const HOLD: Duration = Duration::from_secs(1);
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _held = run(&recorder, async {
+        let gate = admit_tokio::gate(1)
+            .wait_budget(BUDGET)
+            .overload_target(TARGET)
+            .observer(MetricsObserver::new("uploads"))
+            .build()
+            .unwrap();
+        // The pace: a unit held 1 s (a full gate returns one unit a second).
+        let p = gate.acquire(1, Route::Upload).await.unwrap();
+        tokio::time::advance(HOLD).await;
+        drop(p);
+
+        // t = 1 s: the holder, and two requests queued behind it.
+        let p0 = gate.acquire(1, Route::Upload).await.unwrap();
+        let mut w1 = pin!(gate.acquire(1, Route::Mirror));
+        let mut w2 = pin!(gate.acquire(1, Route::Mirror));
+        assert!(poll_once(w1.as_mut()).await.is_pending());
+        assert!(poll_once(w2.as_mut()).await.is_pending());
+
+        // t = 2 s: w1 is admitted after 1 s; two more queue behind w2.
+        tokio::time::advance(HOLD).await;
+        drop(p0);
+        let Poll::Ready(Ok(p1)) = poll_once(w1.as_mut()).await else {
+            panic!("w1 is next")
+        };
+        let mut w3 = pin!(gate.acquire(1, Route::Scrub));
+        let mut w4 = pin!(gate.acquire(1, Route::Scrub));
+        assert!(poll_once(w3.as_mut()).await.is_pending());
+        assert!(poll_once(w4.as_mut()).await.is_pending());
+        assert!(
+            !gate.is_overloaded(),
+            "one long wait is not a standing queue"
+        );
+
+        // t = 3 s: w2 is admitted after 2 s; the interval that ended held only
+        // waits above the target.
+        tokio::time::advance(HOLD).await;
+        drop(p1);
+        let Poll::Ready(Ok(p2)) = poll_once(w2.as_mut()).await else {
+            panic!("w2 is next")
+        };
+        assert!(gate.is_overloaded(), "a standing queue");
+
+        // Overloaded, nobody waits more than 1 s; a newcomer behind two would
+        // wait 3 s: shed at arrival, no virtual time passing.
+        let started = tokio::time::Instant::now();
+        let hopeless = gate.acquire(1, Route::Upload).await.unwrap_err();
+        assert_eq!(started.elapsed(), Duration::ZERO, "shed at arrival");
+        assert!(matches!(hopeless, GateError::Busy { .. }));
+        assert_eq!(gate.waiters(), 2, "it never stayed in the queue");
+
+        // w3 and w4 have waited twice the target: shed for the overload.
+        for w in [w3.as_mut(), w4.as_mut()] {
+            assert!(w.await.unwrap_err().is_shed());
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        p2 // still held at the snapshot
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_overloaded"), 1.0);
+    assert_eq!(counter(&m, "uploads_shed_total", "upload", "hopeless"), 1);
+    assert_eq!(counter(&m, "uploads_shed_total", "scrub", "overload"), 2);
+    assert_eq!(sheds(&m, "uploads_shed_total", "upload"), 1);
+    assert_eq!(sheds(&m, "uploads_shed_total", "scrub"), 2);
+    assert_eq!(sheds(&m, "uploads_shed_total", "mirror"), 0);
+    assert_eq!(
+        histogram(&m, "uploads_wait_seconds"),
+        vec![0.0, 0.0, 1.0, 2.0]
+    );
+    assert_eq!(histogram(&m, "uploads_hold_seconds"), vec![1.0, 1.0, 1.0]);
+    assert_eq!(gauge(&m, "uploads_units_in_use"), 1.0);
 }

@@ -5,8 +5,11 @@ mod support;
 
 use std::time::Duration;
 
-use admit::Observer;
-use admit::ShedReason::{QueueFull, WaitBudget};
+use admit::ShedReason::{Hopeless, Overload, QueueFull, WaitBudget};
+use admit::{
+    AdmitEvent, CapacityEvent, Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason,
+    StartEvent,
+};
 use admit_metrics::MetricsObserver;
 use metrics::Unit;
 use metrics_util::debugging::{DebuggingRecorder, Snapshotter};
@@ -15,12 +18,17 @@ use support::{counter, gauge, get, histogram, read, sheds};
 
 const SOURCES: &[&str] = &["npm_publish", "cargo_publish", "pypi_upload"];
 
+/// The `Retry-After` the sheds of these tests carry (the observer ignores it).
+const RETRY: Duration = Duration::from_secs(1);
+
 /// A recorder, and an observer started (as a gate's build does) with it current.
 fn started(prefix: &str, capacity: usize) -> (Snapshotter, MetricsObserver) {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let observer = MetricsObserver::new(prefix);
-    metrics::with_local_recorder(&recorder, || observer.on_start(capacity, SOURCES));
+    metrics::with_local_recorder(&recorder, || {
+        observer.on_start(&StartEvent::new(capacity, SOURCES))
+    });
     (snapshotter, observer)
 }
 
@@ -59,6 +67,12 @@ fn start_describes_every_metric_with_its_unit() {
             MetricKind::Counter,
             Unit::Count,
         ),
+        (
+            "upload_sessions_overloaded",
+            "",
+            MetricKind::Gauge,
+            Unit::Count,
+        ),
     ];
     for (name, source, kind, unit) in expected {
         let reason = if source.is_empty() { "" } else { "queue_full" };
@@ -75,12 +89,13 @@ fn start_sets_capacity_and_registers_every_source_and_reason_at_zero() {
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "upload_sessions_capacity_units"), 8.0);
     assert_eq!(gauge(&m, "upload_sessions_units_in_use"), 0.0);
+    assert_eq!(gauge(&m, "upload_sessions_overloaded"), 0.0);
     for source in SOURCES {
-        for reason in ["wait_budget", "queue_full"] {
+        for reason in ["wait_budget", "queue_full", "overload", "hopeless"] {
             assert_eq!(counter(&m, "upload_sessions_shed_total", source, reason), 0);
         }
     }
-    // Exactly the declared sources × the two reasons, nothing else.
+    // Exactly the declared sources × the four reasons, nothing else.
     let shed_series = m
         .keys()
         .filter(|(name, _, _)| name == "upload_sessions_shed_total")
@@ -91,10 +106,10 @@ fn start_sets_capacity_and_registers_every_source_and_reason_at_zero() {
 #[test]
 fn units_in_use_follows_admits_and_releases() {
     let (snapshotter, observer) = started("s", 8);
-    observer.on_admit("npm_publish", 2, Duration::ZERO);
-    observer.on_admit("cargo_publish", 3, Duration::ZERO);
-    observer.on_release("npm_publish", 2, Duration::from_secs(1));
-    observer.on_admit("npm_publish", 1, Duration::ZERO);
+    observer.on_admit(&AdmitEvent::new("npm_publish", 2, Duration::ZERO));
+    observer.on_admit(&AdmitEvent::new("cargo_publish", 3, Duration::ZERO));
+    observer.on_release(&ReleaseEvent::new("npm_publish", 2, Duration::from_secs(1)));
+    observer.on_admit(&AdmitEvent::new("npm_publish", 1, Duration::ZERO));
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "s_units_in_use"), 4.0);
     assert_eq!(gauge(&m, "s_capacity_units"), 8.0);
@@ -103,9 +118,17 @@ fn units_in_use_follows_admits_and_releases() {
 #[test]
 fn wait_and_hold_histograms_record_seconds() {
     let (snapshotter, observer) = started("s", 8);
-    observer.on_admit("npm_publish", 1, Duration::from_millis(40));
-    observer.on_admit("npm_publish", 1, Duration::from_millis(2500));
-    observer.on_release("npm_publish", 1, Duration::from_secs(3));
+    observer.on_admit(&AdmitEvent::new(
+        "npm_publish",
+        1,
+        Duration::from_millis(40),
+    ));
+    observer.on_admit(&AdmitEvent::new(
+        "npm_publish",
+        1,
+        Duration::from_millis(2500),
+    ));
+    observer.on_release(&ReleaseEvent::new("npm_publish", 1, Duration::from_secs(3)));
     let m = read(&snapshotter);
     assert_eq!(histogram(&m, "s_wait_seconds"), vec![0.04, 2.5]);
     assert_eq!(histogram(&m, "s_hold_seconds"), vec![3.0]);
@@ -114,13 +137,59 @@ fn wait_and_hold_histograms_record_seconds() {
 #[test]
 fn shed_counts_per_source_and_reason() {
     let (snapshotter, observer) = started("s", 8);
-    observer.on_shed("npm_publish", 1, Duration::from_secs(5), WaitBudget);
-    observer.on_shed("npm_publish", 2, Duration::from_secs(5), WaitBudget);
-    observer.on_shed("npm_publish", 1, Duration::ZERO, QueueFull);
-    observer.on_shed("pypi_upload", 1, Duration::ZERO, QueueFull);
+    observer.on_shed(&ShedEvent::new(
+        "npm_publish",
+        1,
+        Duration::from_secs(5),
+        WaitBudget,
+        RETRY,
+    ));
+    observer.on_shed(&ShedEvent::new(
+        "npm_publish",
+        2,
+        Duration::from_secs(5),
+        WaitBudget,
+        RETRY,
+    ));
+    observer.on_shed(&ShedEvent::new(
+        "npm_publish",
+        1,
+        Duration::ZERO,
+        QueueFull,
+        RETRY,
+    ));
+    observer.on_shed(&ShedEvent::new(
+        "pypi_upload",
+        1,
+        Duration::ZERO,
+        QueueFull,
+        RETRY,
+    ));
+    observer.on_shed(&ShedEvent::new(
+        "npm_publish",
+        1,
+        Duration::from_millis(200),
+        Overload,
+        RETRY,
+    ));
+    observer.on_shed(
+        &ShedEvent::new("pypi_upload", 2, Duration::ZERO, Hopeless, RETRY)
+            .with_estimated_wait(Duration::from_secs(7)),
+    );
+    observer.on_shed(&ShedEvent::new(
+        "pypi_upload",
+        1,
+        Duration::ZERO,
+        Hopeless,
+        RETRY,
+    ));
     let m = read(&snapshotter);
     assert_eq!(counter(&m, "s_shed_total", "npm_publish", "wait_budget"), 2);
     assert_eq!(counter(&m, "s_shed_total", "npm_publish", "queue_full"), 1);
+    assert_eq!(counter(&m, "s_shed_total", "npm_publish", "overload"), 1);
+    assert_eq!(counter(&m, "s_shed_total", "npm_publish", "hopeless"), 0);
+    assert_eq!(counter(&m, "s_shed_total", "pypi_upload", "overload"), 0);
+    assert_eq!(counter(&m, "s_shed_total", "pypi_upload", "hopeless"), 2);
     assert_eq!(counter(&m, "s_shed_total", "pypi_upload", "wait_budget"), 0);
     assert_eq!(counter(&m, "s_shed_total", "pypi_upload", "queue_full"), 1);
     assert_eq!(sheds(&m, "s_shed_total", "cargo_publish"), 0);
@@ -135,8 +204,14 @@ fn shed_from_an_undeclared_label_is_still_counted() {
     let snapshotter = recorder.snapshotter();
     let observer = MetricsObserver::new("s");
     metrics::with_local_recorder(&recorder, || {
-        observer.on_start(1, SOURCES);
-        observer.on_shed("not_declared", 1, Duration::from_secs(1), WaitBudget);
+        observer.on_start(&StartEvent::new(1, SOURCES));
+        observer.on_shed(&ShedEvent::new(
+            "not_declared",
+            1,
+            Duration::from_secs(1),
+            WaitBudget,
+            RETRY,
+        ));
     });
     let m = read(&snapshotter);
     assert_eq!(
@@ -151,10 +226,24 @@ fn shed_from_an_undeclared_label_is_still_counted() {
 fn handles_resolved_at_start_keep_reporting_to_that_recorder() {
     let (snapshotter, observer) = started("s", 4);
     // No recorder is current here: a per-event lookup would reach the no-op recorder.
-    observer.on_admit("cargo_publish", 3, Duration::from_millis(500));
-    observer.on_shed("cargo_publish", 1, Duration::from_secs(1), WaitBudget);
-    observer.on_release("cargo_publish", 1, Duration::from_secs(2));
-    observer.on_capacity(5);
+    observer.on_admit(&AdmitEvent::new(
+        "cargo_publish",
+        3,
+        Duration::from_millis(500),
+    ));
+    observer.on_shed(&ShedEvent::new(
+        "cargo_publish",
+        1,
+        Duration::from_secs(1),
+        WaitBudget,
+        RETRY,
+    ));
+    observer.on_release(&ReleaseEvent::new(
+        "cargo_publish",
+        1,
+        Duration::from_secs(2),
+    ));
+    observer.on_capacity(&CapacityEvent::new(5));
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "s_units_in_use"), 2.0);
     assert_eq!(gauge(&m, "s_capacity_units"), 5.0);
@@ -172,9 +261,15 @@ fn a_second_start_does_not_reset_shed_counts() {
     let snapshotter = recorder.snapshotter();
     let observer = MetricsObserver::new("s");
     metrics::with_local_recorder(&recorder, || {
-        observer.on_start(2, SOURCES);
-        observer.on_shed("npm_publish", 1, Duration::from_secs(1), WaitBudget);
-        observer.on_start(2, SOURCES);
+        observer.on_start(&StartEvent::new(2, SOURCES));
+        observer.on_shed(&ShedEvent::new(
+            "npm_publish",
+            1,
+            Duration::from_secs(1),
+            WaitBudget,
+            RETRY,
+        ));
+        observer.on_start(&StartEvent::new(2, SOURCES));
     });
     let m = read(&snapshotter);
     assert_eq!(counter(&m, "s_shed_total", "npm_publish", "wait_budget"), 1);
@@ -187,11 +282,11 @@ fn prefixes_keep_two_gates_apart() {
     let uploads = MetricsObserver::new("uploads");
     let bodies = MetricsObserver::new("bodies");
     metrics::with_local_recorder(&recorder, || {
-        uploads.on_start(4, SOURCES);
-        bodies.on_start(16, SOURCES);
+        uploads.on_start(&StartEvent::new(4, SOURCES));
+        bodies.on_start(&StartEvent::new(16, SOURCES));
     });
-    uploads.on_admit("npm_publish", 3, Duration::ZERO);
-    bodies.on_admit("npm_publish", 5, Duration::ZERO);
+    uploads.on_admit(&AdmitEvent::new("npm_publish", 3, Duration::ZERO));
+    bodies.on_admit(&AdmitEvent::new("npm_publish", 5, Duration::ZERO));
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "uploads_capacity_units"), 4.0);
     assert_eq!(gauge(&m, "bodies_capacity_units"), 16.0);
@@ -202,12 +297,90 @@ fn prefixes_keep_two_gates_apart() {
 #[test]
 fn on_capacity_sets_the_capacity_gauge() {
     let (snapshotter, observer) = started("s", 8);
-    observer.on_admit("npm_publish", 3, Duration::ZERO);
-    observer.on_capacity(12);
-    observer.on_capacity(4);
+    observer.on_admit(&AdmitEvent::new("npm_publish", 3, Duration::ZERO));
+    observer.on_capacity(&CapacityEvent::new(12));
+    observer.on_capacity(&CapacityEvent::new(4));
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "s_capacity_units"), 4.0);
     assert_eq!(gauge(&m, "s_units_in_use"), 3.0, "a resize moves no unit");
+}
+
+/// An overload state change, as the gate reports it.
+fn overload(overloaded: bool) -> OverloadEvent {
+    OverloadEvent::new(
+        overloaded,
+        Duration::from_millis(700),
+        Duration::from_secs(2),
+        Duration::from_millis(500),
+    )
+}
+
+#[test]
+fn on_overload_sets_the_overloaded_gauge() {
+    let (snapshotter, observer) = started("s", 8);
+    observer.on_overload(&overload(true));
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "s_overloaded"), 1.0);
+    assert_eq!(gauge(&m, "s_capacity_units"), 8.0, "nothing else moves");
+    assert_eq!(sheds(&m, "s_shed_total", "npm_publish"), 0);
+    // (A read resets the debugging recorder's gauges: set again below.)
+    observer.on_overload(&overload(false));
+    assert_eq!(gauge(&read(&snapshotter), "s_overloaded"), 0.0);
+}
+
+#[test]
+fn a_start_with_an_overload_target_registers_the_gauge_at_zero() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let observer = MetricsObserver::new("s");
+    let start = StartEvent::new(4, SOURCES).with_overload_target(Duration::from_millis(500));
+    metrics::with_local_recorder(&recorder, || observer.on_start(&start));
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "s_overloaded"), 0.0);
+    assert!(get(&m, "s_overloaded", "", "").described);
+}
+
+/// A recorder that appears after the gate became overloaded finds the gauge at 1,
+/// whichever event finds it first; and one that appears at the change itself.
+#[test]
+fn a_late_recorder_is_caught_up_with_the_overload_state() {
+    // Found by another event (a capacity change), after the state changed.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let observer = MetricsObserver::new("late");
+    observer.on_start(&StartEvent::new(4, SOURCES)); // no recorder in force
+    observer.on_overload(&overload(true));
+    metrics::with_local_recorder(&recorder, || {
+        observer.on_admit(&AdmitEvent::new("npm_publish", 1, Duration::ZERO));
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "late_overloaded"), 1.0);
+    assert_eq!(gauge(&m, "late_capacity_units"), 4.0);
+    assert_eq!(gauge(&m, "late_units_in_use"), 1.0);
+    // Resolved: the next change goes to the handles, recorder in scope or not.
+    observer.on_overload(&overload(false));
+    assert_eq!(gauge(&read(&snapshotter), "late_overloaded"), 0.0);
+
+    // Found by the change itself.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let observer = MetricsObserver::new("late");
+    observer.on_start(&StartEvent::new(4, SOURCES));
+    observer.on_shed(&ShedEvent::new(
+        "cargo_publish",
+        1,
+        Duration::ZERO,
+        Hopeless,
+        RETRY,
+    ));
+    metrics::with_local_recorder(&recorder, || observer.on_overload(&overload(true)));
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "late_overloaded"), 1.0);
+    assert_eq!(
+        counter(&m, "late_shed_total", "cargo_publish", "hopeless"),
+        1
+    );
+    assert!(get(&m, "late_overloaded", "", "").described);
 }
 
 /// The lock-free late-recorder path under threads: events race the resolution
@@ -218,11 +391,13 @@ fn events_racing_a_late_recorder_are_each_counted_once() {
     const THREADS: usize = 4;
     const EVENTS: usize = 2_000;
     const ROUNDS: usize = 50;
+    const OVERLOAD_EVERY: usize = 7;
+    let overloaded_at = |i: usize| i / OVERLOAD_EVERY % 2 == 0;
     for round in 0..ROUNDS {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         let observer = MetricsObserver::new("race");
-        observer.on_start(4, SOURCES); // no recorder in force: nothing resolved
+        observer.on_start(&StartEvent::new(4, SOURCES)); // no recorder in force: nothing resolved
         let go = std::sync::Barrier::new(THREADS + 1);
         let progress = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
@@ -233,16 +408,26 @@ fn events_racing_a_late_recorder_are_each_counted_once() {
                     for i in 0..EVENTS {
                         progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         // Each thread keeps 1 unit in use at the end, and sheds once
-                        // every 10 events, from its own source, for both reasons.
-                        observer.on_admit("npm_publish", 2, Duration::ZERO);
-                        observer.on_release(
+                        // every 10 events, from its own source, for every reason in
+                        // turn; thread 0 also turns the overload state over.
+                        observer.on_admit(&AdmitEvent::new("npm_publish", 2, Duration::ZERO));
+                        observer.on_release(&ReleaseEvent::new(
                             "npm_publish",
                             if i + 1 == EVENTS { 1 } else { 2 },
                             Duration::ZERO,
-                        );
+                        ));
+                        if t == 0 && i % OVERLOAD_EVERY == 0 {
+                            observer.on_overload(&overload(overloaded_at(i)));
+                        }
                         if i % 10 == 0 {
-                            let reason = if i % 20 == 0 { WaitBudget } else { QueueFull };
-                            observer.on_shed(SOURCES[t % SOURCES.len()], 1, Duration::ZERO, reason);
+                            let reason = ShedReason::ALL[i / 10 % ShedReason::ALL.len()];
+                            observer.on_shed(&ShedEvent::new(
+                                SOURCES[t % SOURCES.len()],
+                                1,
+                                Duration::ZERO,
+                                reason,
+                                RETRY,
+                            ));
                         }
                     }
                 });
@@ -255,7 +440,9 @@ fn events_racing_a_late_recorder_are_each_counted_once() {
             while progress.load(std::sync::atomic::Ordering::Relaxed) < at {
                 std::hint::spin_loop();
             }
-            metrics::with_local_recorder(&recorder, || observer.on_capacity(6));
+            metrics::with_local_recorder(&recorder, || {
+                observer.on_capacity(&CapacityEvent::new(6))
+            });
         });
         let m = read(&snapshotter);
         assert_eq!(
@@ -264,21 +451,23 @@ fn events_racing_a_late_recorder_are_each_counted_once() {
             "round {round}"
         );
         assert_eq!(gauge(&m, "race_capacity_units"), 6.0);
+        let last_change = (EVENTS - 1) / OVERLOAD_EVERY * OVERLOAD_EVERY;
+        assert_eq!(
+            gauge(&m, "race_overloaded"),
+            if overloaded_at(last_change) { 1.0 } else { 0.0 },
+            "round {round}: the last state reported"
+        );
         let mut expected = std::collections::HashMap::new();
         for t in 0..THREADS {
             for i in (0..EVENTS).step_by(10) {
-                let reason = if i % 20 == 0 {
-                    "wait_budget"
-                } else {
-                    "queue_full"
-                };
+                let reason = ShedReason::ALL[i / 10 % ShedReason::ALL.len()].label();
                 *expected
                     .entry((SOURCES[t % SOURCES.len()], reason))
                     .or_insert(0) += 1;
             }
         }
         for source in SOURCES {
-            for reason in ["wait_budget", "queue_full"] {
+            for reason in ShedReason::ALL.map(ShedReason::label) {
                 let want = expected.get(&(*source, reason)).copied().unwrap_or(0);
                 assert_eq!(
                     counter(&m, "race_shed_total", source, reason),

@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use admit::{Capacity, Gate, GateError, Observer, ShedReason, Timer};
+use admit::{
+    AdmitEvent, Capacity, CapacityEvent, Gate, GateError, Observer, ReleaseEvent, ShedEvent,
+    ShedReason, StartEvent, Timer,
+};
 use admit_smol::SmolTimer;
 use futures_lite::future;
 use smol::channel::{unbounded, Receiver, Sender};
@@ -79,10 +82,11 @@ impl Recorder {
 }
 
 impl Observer for Recorder {
-    fn on_start(&self, capacity: usize, _: &[&'static str]) {
-        self.ledger.lock().unwrap().capacity = capacity;
+    fn on_start(&self, event: &StartEvent<'_>) {
+        self.ledger.lock().unwrap().capacity = event.capacity;
     }
-    fn on_admit(&self, source: &'static str, units: usize, _: Duration) {
+    fn on_admit(&self, event: &AdmitEvent) {
+        let (source, units) = (event.source, event.units);
         let mut l = self.ledger.lock().unwrap();
         l.in_use += units;
         if l.in_use > l.capacity {
@@ -94,16 +98,18 @@ impl Observer for Recorder {
         }
         l.events.push(Event::Admit(source, units));
     }
-    fn on_release(&self, source: &'static str, units: usize, _: Duration) {
+    fn on_release(&self, event: &ReleaseEvent) {
         let mut l = self.ledger.lock().unwrap();
-        l.in_use -= units;
-        l.events.push(Event::Release(source, units));
+        l.in_use -= event.units;
+        l.events.push(Event::Release(event.source, event.units));
     }
-    fn on_shed(&self, source: &'static str, units: usize, _: Duration, reason: ShedReason) {
+    fn on_shed(&self, event: &ShedEvent) {
         let mut l = self.ledger.lock().unwrap();
-        l.events.push(Event::Shed(source, units, reason));
+        l.events
+            .push(Event::Shed(event.source, event.units, event.reason));
     }
-    fn on_capacity(&self, capacity: usize) {
+    fn on_capacity(&self, event: &CapacityEvent) {
+        let capacity = event.capacity;
         let mut l = self.ledger.lock().unwrap();
         l.capacity = capacity;
         l.events.push(Event::Capacity(capacity));

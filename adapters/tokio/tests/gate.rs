@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use admit::{Gate, GateError, Observer, Timer};
+use admit::{AdmitEvent, Gate, GateError, Observer, ReleaseEvent, ShedEvent, Timer};
 use admit_tokio::TokioTimer;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -45,29 +45,23 @@ impl Log {
 }
 
 impl Observer for Log {
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
+    fn on_admit(&self, event: &AdmitEvent) {
         self.0
             .lock()
             .unwrap()
-            .push(Event::Admit(source, units, waited));
+            .push(Event::Admit(event.source, event.units, event.waited));
     }
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
+    fn on_release(&self, event: &ReleaseEvent) {
         self.0
             .lock()
             .unwrap()
-            .push(Event::Release(source, units, held));
+            .push(Event::Release(event.source, event.units, event.held));
     }
-    fn on_shed(
-        &self,
-        source: &'static str,
-        units: usize,
-        waited: Duration,
-        _reason: admit::ShedReason,
-    ) {
+    fn on_shed(&self, event: &ShedEvent) {
         self.0
             .lock()
             .unwrap()
-            .push(Event::Shed(source, units, waited));
+            .push(Event::Shed(event.source, event.units, event.waited));
     }
 }
 

@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use admit::{Capacity, ConfigError, Gate, GateError, Observer, ShedReason};
+use admit::{
+    AdmitEvent, Capacity, CapacityEvent, ConfigError, Gate, GateError, Observer, ReleaseEvent,
+    ShedEvent, ShedReason, StartEvent,
+};
 use admit_tokio::TokioTimer;
 use tokio::time::Instant;
 
@@ -65,10 +68,11 @@ impl Recorder {
 }
 
 impl Observer for Recorder {
-    fn on_start(&self, capacity: usize, _: &[&'static str]) {
-        self.0.lock().unwrap().capacity = capacity;
+    fn on_start(&self, event: &StartEvent<'_>) {
+        self.0.lock().unwrap().capacity = event.capacity;
     }
-    fn on_admit(&self, source: &'static str, units: usize, waited: Duration) {
+    fn on_admit(&self, event: &AdmitEvent) {
+        let (source, units) = (event.source, event.units);
         let mut l = self.0.lock().unwrap();
         l.in_use += units;
         if l.in_use > l.capacity {
@@ -78,21 +82,27 @@ impl Observer for Recorder {
             );
             l.violations.push(v);
         }
-        l.events.push(Event::Admit(source, units, waited));
+        l.events.push(Event::Admit(source, units, event.waited));
     }
-    fn on_release(&self, source: &'static str, units: usize, held: Duration) {
+    fn on_release(&self, event: &ReleaseEvent) {
         let mut l = self.0.lock().unwrap();
-        l.in_use -= units;
-        l.events.push(Event::Release(source, units, held));
+        l.in_use -= event.units;
+        l.events
+            .push(Event::Release(event.source, event.units, event.held));
     }
-    fn on_shed(&self, source: &'static str, units: usize, waited: Duration, reason: ShedReason) {
+    fn on_shed(&self, event: &ShedEvent) {
         let mut l = self.0.lock().unwrap();
-        l.events.push(Event::Shed(source, units, waited, reason));
+        l.events.push(Event::Shed(
+            event.source,
+            event.units,
+            event.waited,
+            event.reason,
+        ));
     }
-    fn on_capacity(&self, capacity: usize) {
+    fn on_capacity(&self, event: &CapacityEvent) {
         let mut l = self.0.lock().unwrap();
-        l.capacity = capacity;
-        l.events.push(Event::Capacity(capacity));
+        l.capacity = event.capacity;
+        l.events.push(Event::Capacity(event.capacity));
     }
 }
 

@@ -121,6 +121,55 @@ async fn a_shed_is_a_503_with_retry_after_after_the_budget() {
     drop(held);
 }
 
+/// With an overload target, a request that by the gate's estimate could not be
+/// admitted within its budget is shed at arrival, not after the budget: the same
+/// 503 + `Retry-After`, the hint being that estimate.
+#[tokio::test(start_paused = true)]
+async fn a_hopeless_request_is_shed_at_once_as_a_503_with_retry_after() {
+    let counting = support::Counting::new();
+    let gate: TestGate = admit_tokio::gate(1)
+        .wait_budget(Duration::from_secs(5))
+        .overload_target(Duration::from_millis(500))
+        .observer(Arc::clone(&counting))
+        .build()
+        .unwrap();
+    // The estimate needs a pace: one unit held 2 s, so a full gate returns a unit
+    // every 2 s.
+    let first = gate.acquire(1, Route::Upload).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(first);
+    let held = gate.acquire(1, Route::Upload).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let service = layer(&gate).layer(ok_service(Arc::clone(&calls)));
+
+    // Two parked: they would wait 2 s and 4 s; a third would wait 6 s, past the
+    // 5 s budget.
+    let parked: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(service.clone().oneshot(request("/upload"))))
+        .collect();
+    support::until("two requests are parked", || gate.waiters() == 2).await;
+    assert_eq!(counting.shed(), 0, "both fit the budget");
+
+    let started = tokio::time::Instant::now();
+    let response = service.oneshot(request("/upload")).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO, "shed at arrival");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        response.headers()["retry-after"],
+        "6",
+        "the estimated wait of a newcomer"
+    );
+    assert!(body_text(response).await.starts_with("admission gate busy"));
+    assert_eq!(counting.shed_reasons(), [admit::ShedReason::Hopeless]);
+    assert_eq!(gate.waiters(), 2, "it never stayed in the queue");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    drop(held);
+    for waiting in parked {
+        waiting.abort();
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_wait_ceiling_from_the_request_ends_the_wait_early_as_a_shed() {
     let (gate, counting) = gate(1, Duration::from_secs(600));

@@ -12,8 +12,8 @@ use super::pace::Pace;
 use super::{GateAcquire, GatePermit};
 use crate::loom::sync::{AtomicUsize, Ordering};
 use crate::{
-    AdmitEvent, CapacityEvent, GateError, Observer, ReleaseEvent, Semaphore, ShedEvent, ShedReason,
-    Source, Timer, TryAcquireError,
+    AdmitEvent, CapacityEvent, GateError, Observer, OverloadEvent, ReleaseEvent, Semaphore,
+    ShedEvent, ShedReason, Source, Timer, TryAcquireError,
 };
 
 /// An admission gate: at most `capacity` units in use, callers beyond that parked
@@ -207,6 +207,17 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         let interval = overload.interval(self.pace.mean_hold());
         if let Some(event) = overload.observe(waited, self.timer.now(), interval) {
             self.observer.on_overload(&event);
+            // A change that raced this one may have reached the observer first:
+            // the last word is the state in force.
+            let now = overload.is_overloaded();
+            if now != event.overloaded {
+                self.observer.on_overload(&OverloadEvent::new(
+                    now,
+                    event.shortest_wait,
+                    event.interval,
+                    event.target,
+                ));
+            }
         }
     }
 

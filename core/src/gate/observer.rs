@@ -16,9 +16,9 @@
 //!   release, or by a [`forget`](crate::GatePermit::forget) (then `on_capacity`
 //!   follows); splitting and merging permits report nothing.
 //! - With an overload target, `on_overload` is called once per change of the
-//!   overload state, by the thread that changed it; two changes that race may
-//!   reach the observer in either order, and the gate's
-//!   [`is_overloaded`](crate::Gate::is_overloaded) is then the word in force.
+//!   overload state, by the thread that changed it, and that thread reads the
+//!   state again afterwards and reports it once more if a racing change reached
+//!   the observer first: the last event an observer hears says the state in force.
 
 use core::time::Duration;
 

@@ -3,10 +3,10 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use admit::Observer;
+use admit::{AdmitEvent, Observer, ReleaseEvent, ShedEvent, ShedReason};
 use tokio::sync::watch;
 
 admit::sources! {
@@ -21,6 +21,7 @@ pub struct Counting {
     pub admitted: AtomicUsize,
     pub shed: AtomicUsize,
     pub released: AtomicUsize,
+    reasons: Mutex<Vec<ShedReason>>,
     in_use: watch::Sender<usize>,
 }
 
@@ -30,12 +31,18 @@ impl Counting {
             admitted: AtomicUsize::new(0),
             shed: AtomicUsize::new(0),
             released: AtomicUsize::new(0),
+            reasons: Mutex::new(Vec::new()),
             in_use: watch::channel(0).0,
         })
     }
 
     pub fn shed(&self) -> usize {
         self.shed.load(Ordering::SeqCst)
+    }
+
+    /// The reason of each shed so far, in order.
+    pub fn shed_reasons(&self) -> Vec<ShedReason> {
+        self.reasons.lock().unwrap().clone()
     }
 
     pub fn admitted(&self) -> usize {
@@ -59,15 +66,16 @@ impl Counting {
 }
 
 impl Observer for Counting {
-    fn on_admit(&self, _: &'static str, units: usize, _: Duration) {
+    fn on_admit(&self, event: &AdmitEvent) {
         self.admitted.fetch_add(1, Ordering::SeqCst);
-        self.in_use.send_modify(|n| *n += units);
+        self.in_use.send_modify(|n| *n += event.units);
     }
-    fn on_release(&self, _: &'static str, units: usize, _: Duration) {
+    fn on_release(&self, event: &ReleaseEvent) {
         self.released.fetch_add(1, Ordering::SeqCst);
-        self.in_use.send_modify(|n| *n -= units);
+        self.in_use.send_modify(|n| *n -= event.units);
     }
-    fn on_shed(&self, _: &'static str, _: usize, _: Duration, _reason: admit::ShedReason) {
+    fn on_shed(&self, event: &ShedEvent) {
+        self.reasons.lock().unwrap().push(event.reason);
         self.shed.fetch_add(1, Ordering::SeqCst);
     }
 }
