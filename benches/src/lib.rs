@@ -14,6 +14,9 @@
 //!   report how far the heap grew.
 //! - [`gate`]: what `admit::Gate` with the `admit-metrics` observer adds to an
 //!   uncontended acquire + release.
+//! - [`overload`]: the gate under overload, a simulation on virtual time against
+//!   the fixed budget and tower (`cargo bench -p admit-benches --bench overload`,
+//!   docs/overload.md).
 //!
 //! The harness (`benches/peers.rs`) interleaves repetitions round-robin across the
 //! peers, so noise from a shared machine shifts every column alike. Results and
@@ -21,6 +24,7 @@
 
 pub mod gate;
 pub mod heap;
+pub mod overload;
 pub mod peer;
 pub mod report;
 pub mod scenario;

@@ -180,7 +180,7 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
                 this.sleep = None;
                 this.slot = None;
                 this.state = State::Done;
-                let waited = start.map_or(Duration::ZERO, |s| inner.timer.now().saturating_sub(s));
+                let waited = start.map(|s| inner.timer.now().saturating_sub(s));
                 Poll::Ready(Ok(gate.admit(permit, this.source, waited)))
             }
             Poll::Ready(Err(AcquireError::Closed)) => {
@@ -301,7 +301,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
         let inner = &self.gate.inner;
         let waited = inner.timer.now().saturating_sub(start);
         let error = inner.shed(self.source.label(), self.units, waited, reason);
-        inner.saw_wait(waited);
+        inner.saw_wait(waited, false);
         error
     }
 }

@@ -199,13 +199,14 @@ impl<T: Timer, O: Observer> Inner<T, O> {
                 .is_some_and(|wait| wait > limits.longest_now())
     }
 
-    /// A wait seen by the overload rule: an admission's, or a parked shed's.
-    pub(crate) fn saw_wait(&self, waited: Duration) {
+    /// A wait seen by the overload rule: an admission's, or a parked shed's;
+    /// `empty` if it showed the queue empty.
+    pub(crate) fn saw_wait(&self, waited: Duration, empty: bool) {
         let Some(overload) = &self.overload else {
             return;
         };
         let interval = overload.interval(self.pace.mean_hold());
-        if let Some(event) = overload.observe(waited, self.timer.now(), interval) {
+        if let Some(event) = overload.observe(waited, empty, self.timer.now(), interval) {
             self.observer.on_overload(&event);
             // A change that raced this one may have reached the observer first:
             // the last word is the state in force.
@@ -287,12 +288,12 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
 
     fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration) {
         let held = self.timer.now().saturating_sub(admitted_at);
-        self.pace.record(units, held);
+        self.pace.record(units, held, self.semaphore.capacity());
         self.observer
             .on_release(&ReleaseEvent::new(source, units, held));
         if self.overload.is_some() && self.queued_units.load(Ordering::Relaxed) == 0 {
             // Nobody parked: the overload rule sees an empty queue.
-            self.saw_wait(Duration::ZERO);
+            self.saw_wait(Duration::ZERO, true);
         }
         // After the observer, so that inside `on_release` the units still count.
         self.held[index].fetch_sub(units, Ordering::AcqRel);
@@ -355,7 +356,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// If `units == 0`.
     pub fn try_acquire(&self, units: usize, source: S) -> Result<GatePermit<S>, GateError> {
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
-            Ok(permit) => Ok(self.admit(permit, source, Duration::ZERO)),
+            Ok(permit) => Ok(self.admit(permit, source, None)),
             Err(TryAcquireError::NoUnits) => Err(self.inner.shed(
                 source.label(),
                 units,
@@ -369,12 +370,14 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
 
     /// Wraps granted units in a gate permit, then tells the observer (after the
     /// grant, so a gauge kept by the observer never reads above capacity).
+    /// `waited` is `None` for a grant at once, which never parked.
     pub(super) fn admit(
         &self,
         permit: crate::OwnedPermit,
         source: S,
-        waited: Duration,
+        waited: Option<Duration>,
     ) -> GatePermit<S> {
+        let (empty, waited) = (waited.is_none(), waited.unwrap_or_default());
         let admitted_at = self.inner.timer.now();
         let units = permit.units();
         self.inner.held[source.index()].fetch_add(units, Ordering::AcqRel);
@@ -383,7 +386,8 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner
             .observer
             .on_admit(&AdmitEvent::new(source.label(), units, waited));
-        self.inner.saw_wait(waited);
+        // A grant at once: nobody was parked ahead (no barging).
+        self.inner.saw_wait(waited, empty);
         permit
     }
 }

@@ -172,8 +172,8 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         loop {
             match thread.poll(acquire.as_mut()) {
                 Poll::Ready(Ok(permit)) => {
-                    drop(slot);
-                    return Ok(self.admit(permit, source, started.elapsed()));
+                    let waited = slot.take().map(|_| started.elapsed());
+                    return Ok(self.admit(permit, source, waited));
                 }
                 Poll::Ready(Err(AcquireError::Closed)) => return Err(GateError::Closed),
                 Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
@@ -202,7 +202,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 drop(acquire);
                 drop(slot);
                 let error = inner.shed(source.label(), units, waited, reason);
-                inner.saw_wait(waited);
+                inner.saw_wait(waited, false);
                 return Err(error);
             }
             thread.park(Some(started + limits.next_look(waited)));

@@ -51,8 +51,9 @@ pub trait Observer: Send + Sync + 'static {
         let _ = event;
     }
 
-    /// The overload rule started or stopped holding (gates with an
-    /// [`overload_target`](crate::GateBuilder::overload_target) only).
+    /// The gate became overloaded, or stopped being so (gates with an
+    /// [`overload_target`] only).
+    #[doc = alloc_item_link!("overload_target", "GateBuilder::overload_target", "struct.GateBuilder.html#method.overload_target")]
     fn on_overload(&self, event: &OverloadEvent) {
         let _ = event;
     }
@@ -111,7 +112,8 @@ pub struct ShedEvent {
     pub retry_after: Duration,
     /// The gate's estimate, at the shed, of how long a request of these units
     /// arriving then would wait; `None` before the gate has seen a hold. See
-    /// [`Gate::estimated_wait`](crate::Gate::estimated_wait).
+    /// [`Gate::estimated_wait`].
+    #[doc = alloc_item_link!("Gate::estimated_wait", "Gate::estimated_wait", "struct.Gate.html#method.estimated_wait")]
     pub estimated_wait: Option<Duration>,
 }
 

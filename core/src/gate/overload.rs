@@ -6,17 +6,20 @@
 //! The gate becomes *overloaded* when the shortest wait seen over an interval
 //! stayed above the target (RFC 8289's "the minimum sojourn time over an
 //! interval", as folly's `Codel` applies it to a server's queue), and stays so
-//! until an interval in which the queue was seen empty. A wait is seen when a
-//! request is admitted (zero when it was granted at once), when a request is shed
-//! after it parked, and as zero when a permit is released with nobody parked. At
-//! the first wait seen after an interval ends, the interval's shortest wait decides
-//! the state for the next one, and that wait opens it.
+//! until [`CALM_INTERVALS`] intervals in a row each saw the queue empty. A wait is
+//! seen when a request is admitted, and when a request is shed after it parked;
+//! the queue is seen empty at a grant at once (nobody was parked ahead: no
+//! barging) and at a release with nobody parked (both also count as waits of
+//! zero). At the first wait seen after an interval ends, the interval decides the
+//! state for the next one, and that wait opens it.
 //!
 //! A burst is a queue that drains: its last waits fall below the target and the
 //! rule does not fire. A queue that stays above the target for a whole interval is
 //! standing, and waiting longer helps nobody: the units come back no faster. Once
 //! overloaded, the gate itself keeps waits between the target and the cap, so a
-//! wait below the target is no sign that the overload ended; an empty queue is.
+//! wait below the target is no sign that the overload ended; an empty queue is,
+//! and one empty moment under a load that goes on is chance: two intervals of
+//! them are not.
 //!
 //! # The interval
 //!
@@ -58,6 +61,9 @@ use crate::{OverloadEvent, ShedReason};
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_micros(100);
 /// The longest interval.
 pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(60);
+/// An overloaded gate becomes calm again after this many intervals in a row that
+/// each saw its queue empty.
+pub(crate) const CALM_INTERVALS: u32 = 2;
 /// No wait seen in this interval yet.
 const NONE: u32 = u32::MAX;
 
@@ -69,6 +75,10 @@ pub(crate) struct Overload {
     /// The shortest wait seen in the current interval, in µs (saturating), or
     /// `NONE`.
     shortest: AtomicU32,
+    /// Whether the current interval saw the queue empty.
+    emptied: AtomicBool,
+    /// While overloaded: the intervals in a row that saw the queue empty.
+    calm: AtomicU32,
 }
 
 impl Overload {
@@ -78,6 +88,8 @@ impl Overload {
             overloaded: AtomicBool::new(false),
             interval_end: AtomicU32::new(0),
             shortest: AtomicU32::new(NONE),
+            emptied: AtomicBool::new(false),
+            calm: AtomicU32::new(0),
         }
     }
 
@@ -101,11 +113,13 @@ impl Overload {
             .clamp(MIN_INTERVAL, MAX_INTERVAL)
     }
 
-    /// A wait seen at `now`, with the interval in force `interval`. Returns the
-    /// event to report when this wait changed the state.
+    /// A wait seen at `now`, with the interval in force `interval`; `empty` if it
+    /// showed the queue empty (a grant at once, a release with nobody parked).
+    /// Returns the event to report when this wait changed the state.
     pub(crate) fn observe(
         &self,
         waited: Duration,
+        empty: bool,
         now: Duration,
         interval: Duration,
     ) -> Option<OverloadEvent> {
@@ -126,9 +140,18 @@ impl Overload {
         {
             // This wait opens the next interval.
             let shortest = self.shortest.swap(waited_us, Ordering::Relaxed);
-            let was = self.overloaded.load(Ordering::Relaxed);
-            let overloaded =
-                shortest != NONE && shortest > if was { 0 } else { micros(self.target) };
+            let emptied = self.emptied.swap(empty, Ordering::Relaxed);
+            let overloaded = if !self.overloaded.load(Ordering::Relaxed) {
+                shortest != NONE && shortest > micros(self.target)
+            } else if emptied {
+                self.calm.fetch_add(1, Ordering::Relaxed) + 1 < CALM_INTERVALS
+            } else {
+                self.calm.store(0, Ordering::Relaxed);
+                true
+            };
+            if !overloaded {
+                self.calm.store(0, Ordering::Relaxed);
+            }
             if self.overloaded.swap(overloaded, Ordering::Relaxed) != overloaded {
                 return Some(OverloadEvent::new(
                     overloaded,
@@ -141,6 +164,9 @@ impl Overload {
         }
         if waited_us < self.shortest.load(Ordering::Relaxed) {
             self.shortest.fetch_min(waited_us, Ordering::Relaxed);
+        }
+        if empty {
+            self.emptied.store(true, Ordering::Relaxed);
         }
         None
     }
@@ -224,51 +250,74 @@ mod tests {
     fn the_state_changes_only_when_an_interval_ends() {
         let o = Overload::new(TARGET);
         // The first wait opens the first interval: no evidence yet.
-        assert_eq!(o.observe(ms(500), ms(0), INTERVAL), None);
-        assert_eq!(o.observe(ms(300), ms(500), INTERVAL), None);
+        assert_eq!(o.observe(ms(500), false, ms(0), INTERVAL), None);
+        assert_eq!(o.observe(ms(300), false, ms(500), INTERVAL), None);
         assert!(!o.is_overloaded(), "within the interval nothing changes");
-        let event = o.observe(ms(400), ms(1000), INTERVAL).expect("a change");
+        let event = o
+            .observe(ms(400), false, ms(1000), INTERVAL)
+            .expect("a change");
         assert!(event.overloaded);
         assert_eq!(event.shortest_wait, ms(300));
         assert!(o.is_overloaded());
         // Overloaded, a wait below the target is within what the gate keeps: it
         // stays overloaded.
-        assert_eq!(o.observe(ms(50), ms(1500), INTERVAL), None);
-        assert_eq!(o.observe(ms(400), ms(2000), INTERVAL), None);
+        assert_eq!(o.observe(ms(50), false, ms(1500), INTERVAL), None);
+        assert_eq!(o.observe(ms(400), false, ms(2000), INTERVAL), None);
         assert!(o.is_overloaded());
-        // An empty queue (a wait of zero) in an interval ends it at its end.
-        assert_eq!(o.observe(Duration::ZERO, ms(2500), INTERVAL), None);
-        let event = o.observe(ms(400), ms(3000), INTERVAL).expect("a change");
-        assert!(!event.overloaded);
-        assert_eq!(event.shortest_wait, Duration::ZERO);
+        // So is a wait of zero after parking: the queue was not seen empty.
+        assert_eq!(o.observe(Duration::ZERO, false, ms(2500), INTERVAL), None);
+        assert_eq!(o.observe(ms(400), false, ms(3000), INTERVAL), None);
+        assert!(o.is_overloaded());
+        // Intervals that each saw the queue empty, `CALM_INTERVALS` in a row, end it.
+        let mut now = ms(3000);
+        for i in 1..=CALM_INTERVALS {
+            assert_eq!(
+                o.observe(Duration::ZERO, true, now + ms(500), INTERVAL),
+                None
+            );
+            now += INTERVAL;
+            let event = o.observe(ms(400), false, now, INTERVAL);
+            if i < CALM_INTERVALS {
+                assert_eq!(event, None, "calm for {i} interval(s) only");
+            } else {
+                let event = event.expect("a change");
+                assert!(!event.overloaded);
+                assert_eq!(event.shortest_wait, Duration::ZERO);
+            }
+        }
     }
 
     #[test]
     fn a_wait_equal_to_the_target_is_not_above_it() {
         let o = Overload::new(TARGET);
-        o.observe(TARGET, ms(0), INTERVAL);
-        o.observe(TARGET, ms(1000), INTERVAL);
+        o.observe(TARGET, false, ms(0), INTERVAL);
+        o.observe(TARGET, false, ms(1000), INTERVAL);
         assert!(!o.is_overloaded());
     }
 
     #[test]
     fn an_interval_end_read_far_ahead_is_stale_and_passed() {
         let o = Overload::new(TARGET);
-        o.observe(ms(500), ms(0), INTERVAL);
+        o.observe(ms(500), false, ms(0), INTERVAL);
         // About 70 minutes later the µs stamp has wrapped to 62 s before the end
         // the first wait set: further ahead than any interval, so it has passed.
         let later = Duration::from_micros(1 << 32) - Duration::from_secs(61);
-        assert!(o.observe(ms(500), later, INTERVAL).is_some());
+        assert!(o.observe(ms(500), false, later, INTERVAL).is_some());
     }
 
     #[test]
     fn an_interval_of_the_longest_length_is_not_read_as_stale() {
         let o = Overload::new(TARGET);
-        o.observe(ms(500), ms(0), MAX_INTERVAL);
+        o.observe(ms(500), false, ms(0), MAX_INTERVAL);
         // Its end is exactly the longest interval ahead: a running interval.
-        assert_eq!(o.observe(ms(500), ms(0), MAX_INTERVAL), None);
-        assert_eq!(o.observe(ms(500), MAX_INTERVAL - ms(1), MAX_INTERVAL), None);
-        assert!(o.observe(ms(500), MAX_INTERVAL, MAX_INTERVAL).is_some());
+        assert_eq!(o.observe(ms(500), false, ms(0), MAX_INTERVAL), None);
+        assert_eq!(
+            o.observe(ms(500), false, MAX_INTERVAL - ms(1), MAX_INTERVAL),
+            None
+        );
+        assert!(o
+            .observe(ms(500), false, MAX_INTERVAL, MAX_INTERVAL)
+            .is_some());
     }
 
     #[test]

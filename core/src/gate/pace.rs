@@ -17,9 +17,14 @@
 //! # The mean hold
 //!
 //! Each release folds its hold time in with a weight of `units / n`, where `n`
-//! counts the units folded so far up to [`WINDOW`]: a plain running mean over the
+//! counts the units folded so far up to the window: a plain running mean over the
 //! first releases (so the first hold does not dominate), then a moving average over
-//! about the last [`WINDOW`] units returned. Stored as the bits of an `f32` of
+//! about the last window of units returned. The window is twice the capacity
+//! (within [`MIN_WINDOW`, `MAX_WINDOW`]): the units a full gate returns in two
+//! mean holds, whatever the scale, so that one long hold of a large permit moves
+//! the mean by a fraction of what it would over a fixed handful of units (with
+//! heavy-tailed holds, a 4-unit permit held ten times the mean would otherwise
+//! double the estimate and shed every arrival). Stored as the bits of an `f32` of
 //! seconds: 32-bit atomics exist on every target, and an `f32` spans microsecond
 //! RPC holds and hour-long uploads alike.
 //!
@@ -38,8 +43,16 @@ use core::time::Duration;
 
 use crate::loom::sync::{AtomicU32, Ordering};
 
-/// The number of units over which the mean hold settles into a moving average.
-pub(crate) const WINDOW: u32 = 16;
+/// The fewest units over which the mean hold settles into a moving average.
+pub(crate) const MIN_WINDOW: u32 = 16;
+/// The most.
+pub(crate) const MAX_WINDOW: u32 = 1024;
+
+/// The window of a gate of `capacity`: twice it, within the bounds.
+fn window(capacity: usize) -> u32 {
+    u32::try_from(capacity.saturating_mul(2))
+        .map_or(MAX_WINDOW, |w| w.clamp(MIN_WINDOW, MAX_WINDOW))
+}
 
 /// No hold seen yet (a NaN no arithmetic here produces: samples are finite).
 const EMPTY: u32 = u32::MAX;
@@ -48,7 +61,7 @@ pub(crate) struct Pace {
     /// The mean hold of a unit, in seconds, as `f32` bits; `EMPTY` until the first
     /// release.
     mean_hold: AtomicU32,
-    /// Units folded so far, up to `WINDOW`.
+    /// Units folded so far, up to the window.
     folded: AtomicU32,
 }
 
@@ -60,16 +73,18 @@ impl Pace {
         }
     }
 
-    /// Folds in the release of `units` held for `held`.
-    pub(crate) fn record(&self, units: usize, held: Duration) {
-        let units = u32::try_from(units).unwrap_or(WINDOW).min(WINDOW);
+    /// Folds in the release of `units` held for `held`, from a gate of
+    /// `capacity`.
+    pub(crate) fn record(&self, units: usize, held: Duration, capacity: usize) {
+        let window = window(capacity);
+        let units = u32::try_from(units).unwrap_or(window).min(window);
         let n = self.folded.load(Ordering::Relaxed);
-        let n = if n < WINDOW {
-            let n = (n + units).min(WINDOW);
+        let n = if n < window {
+            let n = (n + units).min(window);
             self.folded.store(n, Ordering::Relaxed);
             n
         } else {
-            WINDOW
+            window
         };
         let weight = units as f32 / n as f32;
         let sample = held.as_secs_f32();
@@ -136,19 +151,19 @@ mod tests {
     fn the_first_releases_are_a_plain_mean_then_a_moving_average() {
         let pace = Pace::new();
         assert_eq!(pace.mean_hold(), None);
-        pace.record(1, ms(100));
+        pace.record(1, ms(100), 4);
         assert!(close(pace.mean_hold().unwrap(), ms(100)));
-        pace.record(1, ms(300));
+        pace.record(1, ms(300), 4);
         assert!(close(pace.mean_hold().unwrap(), ms(200)), "(100 + 300) / 2");
-        pace.record(2, ms(600));
+        pace.record(2, ms(600), 4);
         assert!(
             close(pace.mean_hold().unwrap(), ms(400)),
             "unit-weighted: (100 + 300 + 2 × 600) / 4"
         );
-        for _ in 0..WINDOW {
-            pace.record(1, ms(400));
+        for _ in 0..MIN_WINDOW {
+            pace.record(1, ms(400), 4);
         }
-        pace.record(1, ms(2000));
+        pace.record(1, ms(2000), 4);
         // Past the window every unit weighs 1/16.
         assert!(
             close(pace.mean_hold().unwrap(), ms(500)),
@@ -157,10 +172,27 @@ mod tests {
     }
 
     #[test]
+    fn the_window_is_twice_the_capacity_within_its_bounds() {
+        assert_eq!(window(1), MIN_WINDOW);
+        assert_eq!(window(64), 128);
+        assert_eq!(window(usize::MAX), MAX_WINDOW);
+        // A gate of 64: past the window, a 4-unit release weighs 4/128.
+        let pace = Pace::new();
+        for _ in 0..128 {
+            pace.record(1, ms(1000), 64);
+        }
+        pace.record(4, ms(33_000), 64);
+        assert!(
+            close(pace.mean_hold().unwrap(), ms(2000)),
+            "1 + 32 × 4 / 128"
+        );
+    }
+
+    #[test]
     fn a_permit_of_more_units_than_the_window_replaces_the_mean() {
         let pace = Pace::new();
-        pace.record(1, ms(100));
-        pace.record(64, ms(900));
+        pace.record(1, ms(100), 4);
+        pace.record(64, ms(900), 4);
         assert!(close(pace.mean_hold().unwrap(), ms(900)));
     }
 
@@ -168,7 +200,7 @@ mod tests {
     fn the_time_for_a_deficit_is_its_share_of_a_turnover() {
         let pace = Pace::new();
         assert_eq!(pace.time_for(4, 4), None, "no hold seen: no estimate");
-        pace.record(1, ms(800));
+        pace.record(1, ms(800), 4);
         assert!(
             close(pace.time_for(4, 4).unwrap(), ms(800)),
             "a whole gate's worth: one mean hold"

@@ -47,8 +47,9 @@
 //! gate's pace), the units parked (every acquire past its first poll that has not
 //! ended), the estimate `(queued + units − available) × mean / capacity`, CoDel's
 //! state (the shortest wait of each interval, seen at every admission, parked
-//! shed and release with nobody parked; entered above the target, left on an
-//! empty queue), the limits on a wait (the cap of twice the target while
+//! shed and release with nobody parked; entered above the target, left after two
+//! intervals in a row that saw the queue empty: a grant at once, a release with
+//! nobody parked), the limits on a wait (the cap of twice the target while
 //! overloaded) and the looks at them (a waiter's sleep fires at the cap, then once
 //! a recheck, which the wake-up counts check). So it predicts each `Hopeless` shed at
 //! arrival and `Overload` shed after parking, every `on_overload`, the
@@ -678,7 +679,7 @@ impl<'g> GateHarness<'g> {
                 self.available -= units;
                 self.expected_events
                     .push(Event::Admit(site.label(), units, Duration::ZERO));
-                self.saw_wait(Duration::ZERO);
+                self.saw_wait(Duration::ZERO, true);
                 self.stats.try_admits += 1;
                 self.take_permit(permit, units, site);
             }
@@ -796,16 +797,17 @@ impl<'g> GateHarness<'g> {
     /// A release with nobody parked: the overload rule sees an empty queue.
     fn released_with_nobody_parked(&mut self) {
         if self.queued_units() == 0 {
-            self.saw_wait(Duration::ZERO);
+            self.saw_wait(Duration::ZERO, true);
         }
     }
 
-    /// A wait the overload rule sees (an admission's, or a parked shed's).
-    fn saw_wait(&mut self, waited: Duration) {
+    /// A wait the overload rule sees (an admission's, or a parked shed's);
+    /// `empty` if it showed the queue empty.
+    fn saw_wait(&mut self, waited: Duration, empty: bool) {
         let mean = self.pace.mean_hold();
         let now = self.now;
         if let Some(c) = &mut self.codel {
-            if let Some(overloaded) = c.observe(waited, now, mean) {
+            if let Some(overloaded) = c.observe(waited, empty, now, mean) {
                 self.expected_events.push(Event::Overloaded(overloaded));
                 self.stats.overload_changes += 1;
             }
@@ -881,7 +883,7 @@ impl<'g> GateHarness<'g> {
                 self.available -= units;
                 self.expected_events
                     .push(Event::Admit(label, units, Duration::ZERO));
-                self.saw_wait(Duration::ZERO);
+                self.saw_wait(Duration::ZERO, true);
                 self.stats.immediate_admits += 1;
                 self.take_permit(permit, units, site);
                 self.finish(i);
@@ -920,7 +922,7 @@ impl<'g> GateHarness<'g> {
             (Phase::Granted, Poll::Ready(Ok(permit))) if !fired => {
                 self.expected_events
                     .push(Event::Admit(label, units, waited));
-                self.saw_wait(waited);
+                self.saw_wait(waited, false);
                 self.stats.parked_admits += 1;
                 if expired {
                     self.stats.admits_at_deadline += 1;
@@ -948,7 +950,7 @@ impl<'g> GateHarness<'g> {
                 self.check_retry_after(retry_after, units);
                 self.expected_events
                     .push(Event::Shed(label, units, waited, reason));
-                self.saw_wait(waited);
+                self.saw_wait(waited, false);
                 if reason == ShedReason::Overload {
                     self.stats.overload_sheds += 1;
                 } else {
@@ -1066,7 +1068,7 @@ impl<'g> GateHarness<'g> {
         }
         self.expected_events
             .push(Event::Release(site.label(), units, held));
-        self.pace.record(units, held);
+        self.pace.record(units, held, self.capacity);
         self.released_with_nobody_parked();
         self.give_back(units);
     }
@@ -1153,12 +1155,14 @@ impl<'g> GateHarness<'g> {
         permit.forget();
         self.stats.forgets += 1;
         // As in the semaphore model: units above the capacity settle the debt.
+        // The release is reported (and the pace fed) before the units leave.
+        self.pace
+            .record(units, self.now - admitted_at, self.capacity);
         let cut = units.min(self.capacity);
         self.capacity -= cut;
         self.debt -= units - cut;
         self.expected_events
             .push(Event::Release(site.label(), units, self.now - admitted_at));
-        self.pace.record(units, self.now - admitted_at);
         self.released_with_nobody_parked();
         self.expected_events.push(Event::Capacity(self.capacity));
         self.serve();
@@ -1369,14 +1373,18 @@ struct ModelPace {
 }
 
 impl ModelPace {
-    const WINDOW: u32 = 16;
-
-    fn record(&mut self, units: usize, held: Duration) {
-        let units = u32::try_from(units)
-            .unwrap_or(Self::WINDOW)
-            .min(Self::WINDOW);
-        self.folded = (self.folded + units).min(Self::WINDOW);
-        let weight = units as f32 / self.folded as f32;
+    fn record(&mut self, units: usize, held: Duration, capacity: usize) {
+        // Twice the capacity, within 16 and 1024 units.
+        let window = u32::try_from(capacity * 2).unwrap_or(1024).clamp(16, 1024);
+        let units = u32::try_from(units).unwrap_or(window).min(window);
+        // Past the window (which a shrink may have lowered) the count stays.
+        let n = if self.folded < window {
+            self.folded = (self.folded + units).min(window);
+            self.folded
+        } else {
+            window
+        };
+        let weight = units as f32 / n as f32;
         let sample = held.as_secs_f32();
         self.mean = Some(match self.mean {
             None => sample,
@@ -1397,6 +1405,10 @@ struct ModelCodel {
     overloaded: bool,
     end: u32,
     shortest: Option<u32>,
+    /// The interval saw the queue empty.
+    emptied: bool,
+    /// Overloaded: intervals in a row that saw the queue empty.
+    calm: u32,
 }
 
 impl ModelCodel {
@@ -1406,6 +1418,8 @@ impl ModelCodel {
             overloaded: false,
             end: 0,
             shortest: None,
+            emptied: false,
+            calm: 0,
         }
     }
 
@@ -1416,21 +1430,40 @@ impl ModelCodel {
     }
 
     /// Returns the new state if this wait changed it.
-    fn observe(&mut self, waited: Duration, now: Duration, mean: Option<Duration>) -> Option<bool> {
+    fn observe(
+        &mut self,
+        waited: Duration,
+        empty: bool,
+        now: Duration,
+        mean: Option<Duration>,
+    ) -> Option<bool> {
         let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX - 1);
         let stamp = |d: Duration| d.as_micros() as u32;
         let ahead = self.end.wrapping_sub(stamp(now));
         if ahead == 0 || ahead > us(Duration::from_secs(60)) {
             self.end = stamp(now + self.interval(mean));
-            // Entered above the target; left only on an empty queue (a zero wait).
-            let threshold = if self.overloaded { 0 } else { us(self.target) };
-            let overloaded = self.shortest.is_some_and(|s| s > threshold);
+            // Entered above the target; left after two intervals in a row that
+            // saw the queue empty.
+            let emptied = core::mem::replace(&mut self.emptied, empty);
+            let overloaded = if !self.overloaded {
+                self.shortest.is_some_and(|s| s > us(self.target))
+            } else if emptied {
+                self.calm += 1;
+                self.calm < 2
+            } else {
+                self.calm = 0;
+                true
+            };
+            if !overloaded {
+                self.calm = 0;
+            }
             self.shortest = Some(us(waited));
             let changed = overloaded != self.overloaded;
             self.overloaded = overloaded;
             return changed.then_some(overloaded);
         }
         self.shortest = Some(self.shortest.map_or(us(waited), |s| s.min(us(waited))));
+        self.emptied |= empty;
         None
     }
 }
