@@ -17,7 +17,11 @@ fn ms(d: Duration) -> String {
 }
 
 fn pct(x: f64) -> String {
-    format!("{:.1} %", x * 100.0)
+    if x > 0.0 && x < 0.01 {
+        format!("{:.2} %", x * 100.0)
+    } else {
+        format!("{:.1} %", x * 100.0)
+    }
 }
 
 fn reasons(run: &Run) -> String {

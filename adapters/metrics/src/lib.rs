@@ -305,8 +305,8 @@ impl MetricsObserver {
             n.overloaded.clone(),
             Unit::Count,
             "1 while the admission gate is overloaded (from an interval whose shortest \
-             wait stayed above its overload target until an interval in which its queue \
-             was seen empty), 0 otherwise; always 0 without an overload target."
+             wait stayed above its overload target until two intervals in a row in which its \
+             queue was seen empty), 0 otherwise; always 0 without an overload target."
         );
     }
 

@@ -123,8 +123,8 @@ impl<S, T, O> GateBuilder<S, T, O> {
 
     /// Turns on overload control (default: off): `target` is the standing wait
     /// the gate tolerates. Once the shortest wait over an interval stayed above
-    /// it, the gate is overloaded, until an interval in which its queue was seen
-    /// empty, and meanwhile caps every wait at twice the target; with or
+    /// it, the gate is overloaded, until two intervals in a row in which its queue
+    /// was seen empty, and meanwhile caps every wait at twice the target; with or
     /// without overload, a request that by the gate's estimate could not be
     /// admitted within the most it may wait is shed at arrival. See
     /// [Overload](Gate#overload). Must be more than zero and below the wait budget.

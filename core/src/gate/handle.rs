@@ -46,7 +46,7 @@ use crate::{
 ///
 /// - the gate becomes *overloaded* when the shortest wait over an interval (one
 ///   mean hold of a unit) stayed above the target, CoDel's rule, and stays so
-///   until an interval in which its queue was seen empty; a burst that drains
+///   until two intervals in a row in which its queue was seen empty; a burst that drains
 ///   within the interval is not a standing queue;
 /// - while overloaded, nobody waits longer than twice the target
 ///   ([`ShedReason::Overload`]);
