@@ -45,7 +45,7 @@ fn only_busy_is_a_shed_and_carries_a_retry_after() {
 fn gate_errors_read_as_an_operator_would_want() {
     assert_eq!(
         busy(1.2).to_string(),
-        "admission gate busy: wait budget expired before units were free; retry after 2s"
+        "admission gate busy: the units could not be granted within the wait allowed; retry after 2s"
     );
     assert_eq!(
         GateError::Cancelled.to_string(),

@@ -10,9 +10,12 @@ use crate::ExceedsCapacity;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GateError {
-    /// The wait budget (or the call's ceiling) expired while the caller was still
-    /// waiting. The caller should be told to retry after `retry_after` (HTTP 503 with
-    /// `Retry-After`). Counted as a shed for the call's source.
+    /// The units could not be granted within the wait allowed: the wait budget
+    /// (or the call's ceiling) expired while the caller was still waiting, the
+    /// queue was full, or (with an overload target) the wait reached the overload
+    /// cap or was hopeless at arrival. The caller should be told to retry after
+    /// `retry_after` (HTTP 503 with `Retry-After`). Counted as a shed for the
+    /// call's source, with the [`ShedReason`](crate::ShedReason) the observer hears.
     Busy {
         /// A suggested back-off, never zero; see the gate's docs for how it is
         /// derived.
@@ -50,7 +53,7 @@ impl fmt::Display for GateError {
         match self {
             Self::Busy { retry_after } => write!(
                 f,
-                "admission gate busy: wait budget expired before units were free; retry after {}s",
+                "admission gate busy: the units could not be granted within the wait allowed; retry after {}s",
                 whole_seconds_up(*retry_after)
             ),
             Self::Cancelled => f.write_str("admission wait cancelled by the caller"),
