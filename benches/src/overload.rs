@@ -135,6 +135,10 @@ pub struct Setup {
     pub phases: Vec<(Duration, f64)>,
     /// Requests arriving before this are left out of the figures.
     pub warmup: Duration,
+    /// Every time above runs this many times slower on the runtime's clock, and
+    /// is recorded scaled back: Tokio's timers round a deadline up to the next
+    /// millisecond, which would slow a server of 2 ms requests by a third.
+    pub time_scale: u32,
 }
 
 /// One request, drawn before the run.
@@ -227,7 +231,10 @@ pub enum Outcome {
         retry_after: Option<Duration>,
     },
     /// The client gave up while parked and dropped its acquire.
-    GaveUp,
+    GaveUp {
+        /// From arrival to giving up: the client's timeout.
+        after: Duration,
+    },
 }
 
 /// One request and how it ended.
@@ -311,8 +318,11 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
         .build()
         .expect("a runtime");
     let local = tokio::task::LocalSet::new();
+    let scale = setup.time_scale;
+    let up = move |d: Duration| d * scale;
     local.block_on(&runtime, async {
         let start = Instant::now();
+        let elapsed = move |since: Instant| since.elapsed() / scale;
         let records: Rc<RefCell<Vec<Option<Record>>>> =
             Rc::new(RefCell::new(vec![None; requests.len()]));
         let server: Server = Rc::default();
@@ -324,46 +334,50 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
         let mut tasks = Vec::with_capacity(requests.len());
         match policy {
             Policy::Budget | Policy::Target(_) => {
+                let (min, max) = (Duration::from_secs(1), Duration::from_secs(60));
                 let mut builder = admit_tokio::gate::<Site>(setup.capacity)
                     .max_units(4.min(setup.capacity))
-                    .wait_budget(setup.budget);
+                    .wait_budget(up(setup.budget))
+                    .retry_after_bounds(up(min), up(max));
                 if let Some(max) = setup.max_waiters {
                     builder = builder.max_waiters(max);
                 }
                 if let Policy::Target(target) = policy {
-                    builder = builder.overload_target(target);
+                    builder = builder.overload_target(up(target));
                 }
                 let gate = builder
                     .observer(Arc::clone(&tally))
                     .build()
                     .expect("a valid gate");
                 for (i, &request) in requests.iter().enumerate() {
-                    tokio::time::sleep_until(start + request.arrival).await;
+                    tokio::time::sleep_until(start + up(request.arrival)).await;
                     let (gate, records, server, tally) = (
                         gate.clone(),
                         Rc::clone(&records),
                         Rc::clone(&server),
                         Arc::clone(&tally),
                     );
-                    let (mix, give_up) = (setup.mix, setup.give_up);
+                    let (mix, give_up) = (setup.mix, up(setup.give_up));
                     tasks.push(tokio::task::spawn_local(async move {
                         let arrived = Instant::now();
                         let acquire = gate.acquire(request.units, Site::Upload);
                         let outcome = match tokio::time::timeout(give_up, acquire).await {
-                            Err(_) => Outcome::GaveUp,
+                            Err(_) => Outcome::GaveUp {
+                                after: elapsed(arrived),
+                            },
                             Ok(Ok(permit)) => {
-                                let wait = arrived.elapsed();
-                                work(mix, &server, request.work).await;
+                                let wait = elapsed(arrived);
+                                work(mix, &server, up(request.work)).await;
                                 drop(permit);
                                 Outcome::Admitted {
                                     wait,
-                                    held: arrived.elapsed() - wait,
+                                    held: elapsed(arrived) - wait,
                                 }
                             }
                             Ok(Err(GateError::Busy { retry_after })) => Outcome::Shed {
-                                after: arrived.elapsed(),
+                                after: elapsed(arrived),
                                 reason: tally.last_reason.lock().unwrap().take(),
-                                retry_after: Some(retry_after),
+                                retry_after: Some(retry_after / scale),
                             },
                             Ok(Err(other)) => panic!("the gate answered {other:?}"),
                         };
@@ -386,7 +400,7 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
                         }
                     }));
                 for (i, &request) in requests.iter().enumerate() {
-                    tokio::time::sleep_until(start + request.arrival).await;
+                    tokio::time::sleep_until(start + up(request.arrival)).await;
                     let (limited, records) = (limited.clone(), Rc::clone(&records));
                     tasks.push(tokio::task::spawn_local(async move {
                         let arrived = Instant::now();
@@ -395,15 +409,15 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
                         for _ in 0..request.units {
                             let mut slot = limited.clone();
                             let ready = slot.ready().await.expect("LoadShed is always ready");
-                            calls.push(Box::pin(ready.call(request.work)));
+                            calls.push(Box::pin(ready.call(up(request.work))));
                         }
                         let outcome = match all_ok(calls).await {
                             Ok(()) => Outcome::Admitted {
                                 wait: Duration::ZERO,
-                                held: arrived.elapsed(),
+                                held: elapsed(arrived),
                             },
                             Err(_) => Outcome::Shed {
-                                after: arrived.elapsed(),
+                                after: elapsed(arrived),
                                 reason: None,
                                 retry_after: None,
                             },
@@ -421,7 +435,13 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
             .iter()
             .map(|r| r.expect("every request ended"))
             .collect();
-        let overload_changes = std::mem::take(&mut *tally.changes.lock().unwrap());
+        let overload_changes = tally
+            .changes
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|&(at, overloaded)| (at / scale, overloaded))
+            .collect();
         Run {
             policy,
             records,
@@ -502,6 +522,10 @@ pub struct Figures {
     pub sheds_by_reason: [[usize; 5]; 2],
     /// Share of requests whose client gave up while parked.
     pub gave_up: f64,
+    /// Share of requests shed or given up by the end of the span: what
+    /// `bohde/codel` counts as dropped (it reads its counter when the arrivals
+    /// stop).
+    pub dropped_by_end: f64,
     /// Median `Retry-After` of the sheds.
     pub retry_after_p50: Option<Duration>,
     /// Median, over the sheds, of the time from the shed to the next grant of a
@@ -529,8 +553,8 @@ impl Run {
             .collect();
         let n = arrived.len().max(1) as f64;
 
-        // Utilisation and completions over every request: a unit is in use in
-        // the span whenever its request arrived.
+        // Utilisation and completions over every request: a unit held in the
+        // span counts whenever its request arrived.
         let (mut busy, mut completed) = (0.0, 0usize);
         for r in &self.records {
             let (Some(granted), Outcome::Admitted { held, .. }) = (r.admitted_at(), r.outcome)
@@ -571,16 +595,15 @@ impl Run {
                     sheds_by_reason[large][reason_index(reason)] += 1;
                     shed_of_size[large] += 1;
                 }
-                Outcome::GaveUp => gave_up += 1,
+                Outcome::GaveUp { .. } => gave_up += 1,
             }
         }
         let share = |k: usize, of: usize| k as f64 / of.max(1) as f64;
 
-        let (next_grant, retry_admitted) = self.after_sheds(&arrived);
+        let (mut next_grant, retry_admitted) = self.after_sheds(&arrived);
         let retry_admitted = (!retry_admitted.is_empty()).then(|| {
             retry_admitted.iter().filter(|&&ok| ok).count() as f64 / retry_admitted.len() as f64
         });
-        let mut next_grant = next_grant;
         let (overloaded, overload_entries) = self.overloaded_within(from, to);
         Figures {
             requests: arrived.len(),
@@ -596,6 +619,16 @@ impl Run {
             ],
             sheds_by_reason,
             gave_up: gave_up as f64 / n,
+            dropped_by_end: arrived
+                .iter()
+                .filter(|r| match r.outcome {
+                    Outcome::Shed { after, .. } | Outcome::GaveUp { after } => {
+                        r.request.arrival + after < to
+                    }
+                    Outcome::Admitted { .. } => false,
+                })
+                .count() as f64
+                / n,
             retry_after_p50: quantile(&mut retry, 0.5),
             next_grant_p50: quantile(&mut next_grant, 0.5),
             retry_admitted,
@@ -682,8 +715,9 @@ impl Run {
     /// After a spike that ended at `spike_end`: the time until the p99 of the
     /// admitted waits over a sliding 1 s window (of the requests granted in it,
     /// slid in steps of 100 ms) is back within 1.5× its level over `before` (the
-    /// requests granted then) and stays there for [`RECOVERY_HOLD`]; zero if it
-    /// never left. `None` if it is not back by `end`.
+    /// requests granted then; a level below [`RECOVERY_FLOOR`] counts as that)
+    /// and stays there for [`RECOVERY_HOLD`]; zero if it never left. `None` if it
+    /// is not back by `end`.
     #[must_use]
     pub fn recovery(
         &self,
@@ -692,7 +726,8 @@ impl Run {
         end: Duration,
     ) -> Option<Duration> {
         let grants = self.grants();
-        let bound = p99_granted(&grants, before.0, before.1)?.mul_f64(1.5);
+        let level = p99_granted(&grants, before.0, before.1)?.max(RECOVERY_FLOOR);
+        let bound = level.mul_f64(1.5);
         let (step, window) = (Duration::from_millis(100), Duration::from_secs(1));
         let within = |t: Duration| {
             p99_granted(&grants, t.saturating_sub(window), t).is_none_or(|p99| p99 <= bound)
@@ -721,6 +756,11 @@ fn p99_granted(grants: &[(Duration, Duration)], from: Duration, to: Duration) ->
 /// How long the sliding p99 must stay within its bound to count as recovered.
 pub const RECOVERY_HOLD: Duration = Duration::from_secs(10);
 
+/// The least level the recovery is measured against: before a spike that found
+/// the gate with no queue at all, 1.5× a p99 of zero would ask for no wait at all
+/// afterwards.
+pub const RECOVERY_FLOOR: Duration = Duration::from_millis(100);
+
 /// The upload mix at a steady `load`, for `length` after a warm-up of 60 s.
 #[must_use]
 pub fn uploads(load: f64, length: Duration) -> Setup {
@@ -732,6 +772,7 @@ pub fn uploads(load: f64, length: Duration) -> Setup {
         mix: Mix::Uploads,
         phases: vec![(Duration::from_secs(60) + length, load)],
         warmup: Duration::from_secs(60),
+        time_scale: 1,
     }
 }
 
@@ -755,7 +796,8 @@ pub const SPIKE: (Duration, Duration) = (Duration::from_secs(120), Duration::fro
 /// README's table): 1000 requests a second for 10 s into a lock of 10
 /// outstanding and 1000 pending, in front of one single-threaded server of 500 a
 /// second (exponential service times, mean 2 ms); each client gives up after
-/// `timeout` (1 s there), and the gate's budget is that timeout.
+/// `timeout` (1 s there), and the gate's budget is that timeout. Run 1000 times
+/// slower (see [`Setup::time_scale`]).
 #[must_use]
 pub fn bohde(timeout: Duration) -> Setup {
     Setup {
@@ -768,6 +810,7 @@ pub fn bohde(timeout: Duration) -> Setup {
         },
         phases: vec![(Duration::from_secs(10), 2.0)],
         warmup: Duration::ZERO,
+        time_scale: 1000,
     }
 }
 
