@@ -163,34 +163,33 @@ fn before_the_first_release_nothing_is_hopeless() {
 }
 
 /// Capacity 1, holds of 300 ms, two requests queued behind the holder: every
-/// admission waits 300 ms or more, three times the target. Returns the gate
-/// overloaded, with `w3` parked since 300 ms and the unit held by `w2`'s permit.
+/// admission waits 300 ms or more, three times the target, and the interval is
+/// two mean holds (600 ms). One step: the holder releases, the head is admitted,
+/// a newcomer parks. Returns the gate at the step that found it overloaded, with
+/// the request parked one step (300 ms) earlier and the unit held.
 fn standing_queue<'g>(
     gate: &'g TestGate,
     timer: &ManualTimer,
     rec: &Recorder,
 ) -> (Waiting<'g>, GatePermit<Src>) {
     pace(gate, timer, ms(300)); // t = 0.3 s; the mean hold is 300 ms
-    let p0 = take(gate, 1);
-    let mut w1 = park(gate, 1);
-    let mut w2 = park(gate, 1);
-    timer.advance(ms(300)); // t = 0.6 s
-    drop(p0);
-    let Poll::Ready(Ok(p1)) = poll(w1.as_mut()) else {
-        panic!("w1 is next")
-    };
-    let w3 = park(gate, 1);
-    assert!(
-        !gate.is_overloaded(),
-        "one interval of long waits is not enough yet"
-    );
-    timer.advance(ms(300)); // t = 0.9 s
-    drop(p1);
-    let Poll::Ready(Ok(p2)) = poll(w2.as_mut()) else {
-        panic!("w2 is next")
-    };
-    // The interval that ended held waits of 300 ms and more only.
-    assert!(gate.is_overloaded(), "a standing queue");
+    let mut held = take(gate, 1);
+    let mut queue = std::collections::VecDeque::from([park(gate, 1), park(gate, 1)]);
+    for step in 1..=4 {
+        timer.advance(ms(300));
+        drop(held);
+        let mut head = queue.pop_front().unwrap();
+        let Poll::Ready(Ok(permit)) = poll(head.as_mut()) else {
+            panic!("the head is next at step {step}")
+        };
+        held = permit;
+        // The interval of the first waits still held the grants at once (0.3 s);
+        // the next one, from 0.9 s, long waits only: it ends at 1.5 s, step 4.
+        assert_eq!(gate.is_overloaded(), step == 4, "step {step}");
+        if step < 4 {
+            queue.push_back(park(gate, 1));
+        }
+    }
     assert_eq!(
         rec.events()
             .iter()
@@ -198,7 +197,7 @@ fn standing_queue<'g>(
             .count(),
         1
     );
-    (w3, p2)
+    (queue.pop_front().unwrap(), held)
 }
 
 #[test]
@@ -245,39 +244,52 @@ fn without_the_rule_the_same_queue_waits_out_the_budget() {
 #[test]
 fn a_request_parked_before_the_overload_is_capped_at_its_next_look() {
     let (gate, timer, rec) = gate(1);
+    // The steps of `standing_queue`, with a waker of our own on the request that
+    // parks at 1.2 s, the step before the gate is found overloaded (1.5 s).
     pace(&gate, &timer, ms(300));
-    let p0 = take(&gate, 1);
-    let mut w1 = park(&gate, 1);
-    let mut w2 = park(&gate, 1);
-    timer.advance(ms(300)); // t = 0.6 s
-    drop(p0);
-    let Poll::Ready(Ok(p1)) = poll(w1.as_mut()) else {
-        panic!("w1 is next")
+    let mut held = take(&gate, 1);
+    let mut queue = std::collections::VecDeque::from([park(&gate, 1), park(&gate, 1)]);
+    for _ in 0..2 {
+        timer.advance(ms(300));
+        drop(held);
+        let mut head = queue.pop_front().unwrap();
+        let Poll::Ready(Ok(permit)) = poll(head.as_mut()) else {
+            panic!("the head is next")
+        };
+        held = permit;
+        queue.push_back(park(&gate, 1));
+    }
+    timer.advance(ms(300)); // t = 1.2 s
+    drop(held);
+    let mut head = queue.pop_front().unwrap();
+    let Poll::Ready(Ok(p)) = poll(head.as_mut()) else {
+        panic!("the head is next")
     };
     let woken = Arc::new(Flag::default());
     let waker = Waker::from(Arc::clone(&woken));
     let mut cx = Context::from_waker(&waker);
-    let mut w3 = Box::pin(gate.acquire(1, Src::Mirror));
-    assert!(w3.as_mut().poll(&mut cx).is_pending());
-    // At the cap (200 ms into its wait) the gate is not overloaded: w3 stays, and
+    let mut late = Box::pin(gate.acquire(1, Src::Mirror));
+    assert!(late.as_mut().poll(&mut cx).is_pending());
+    // At the cap (200 ms into its wait) the gate is not overloaded: it stays, and
     // looks again a recheck later: the target, or a sixteenth of its budget
     // (312.5 ms) if longer.
-    timer.advance(ms(200)); // t = 0.8 s
+    timer.advance(ms(200)); // t = 1.4 s
     assert!(woken.take(), "woken at the cap");
-    assert!(w3.as_mut().poll(&mut cx).is_pending());
-    timer.advance(ms(100)); // t = 0.9 s: w2's admission makes the gate overloaded
-    drop(p1);
-    let Poll::Ready(Ok(_p2)) = poll(w2.as_mut()) else {
-        panic!("w2 is next")
+    assert!(late.as_mut().poll(&mut cx).is_pending());
+    timer.advance(ms(100)); // t = 1.5 s: the next admission finds the gate overloaded
+    drop(p);
+    let mut head = queue.pop_front().unwrap();
+    let Poll::Ready(Ok(_p)) = poll(head.as_mut()) else {
+        panic!("the head is next")
     };
     assert!(gate.is_overloaded());
-    assert!(!woken.take(), "nothing wakes w3 before its next look");
-    timer.advance(ms(212)); // t = 1.112 s
+    assert!(!woken.take(), "nothing wakes it before its next look");
+    timer.advance(ms(212)); // t = 1.712 s
     assert!(!woken.take(), "not yet");
-    timer.advance(Duration::from_micros(500)); // 512.5 ms into w3's wait
+    timer.advance(Duration::from_micros(500)); // 512.5 ms into its wait
     assert!(woken.take(), "woken at its next look");
     assert!(matches!(
-        w3.as_mut().poll(&mut cx),
+        late.as_mut().poll(&mut cx),
         Poll::Ready(Err(GateError::Busy { .. }))
     ));
     let waited = ms(200) + BUDGET / 16;
@@ -337,13 +349,13 @@ fn the_state_ends_after_two_intervals_that_saw_the_queue_empty() {
     let (w3, p2) = standing_queue(&gate, &timer, &rec);
     drop(w3); // the client leaves: counted nowhere
     drop(p2); // a release with nobody parked: the queue is empty
-              // Grants at once, the intervals (300 ms) passing: the first interval that saw
-              // the queue empty is not enough, the second is.
+              // Grants at once, the intervals (600 ms) passing: the first interval that saw
+              // the queue empty (and shed nobody) is not enough, the second is.
     drop(take(&gate, 1));
-    timer.advance(ms(400));
+    timer.advance(ms(700));
     drop(take(&gate, 1));
     assert!(gate.is_overloaded(), "one calm interval");
-    timer.advance(ms(400));
+    timer.advance(ms(700));
     drop(take(&gate, 1));
     assert!(!gate.is_overloaded(), "two in a row");
     assert_eq!(

@@ -44,8 +44,8 @@ use crate::{
 /// as the budget: every admitted caller waits nearly all of it and every shed takes
 /// all of it. With an [`overload_target`](crate::GateBuilder::overload_target):
 ///
-/// - the gate becomes *overloaded* when the shortest wait over an interval (one
-///   mean hold of a unit) stayed above the target, CoDel's rule, and stays so
+/// - the gate becomes *overloaded* when the shortest wait over an interval (two
+///   mean holds of a unit) stayed above the target, CoDel's rule, and stays so
 ///   until two intervals in a row in which its queue was seen empty; a burst that drains
 ///   within the interval is not a standing queue;
 /// - while overloaded, nobody waits longer than twice the target
@@ -174,6 +174,9 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             event = event.with_estimated_wait(estimate);
         }
         self.observer.on_shed(&event);
+        if let Some(overload) = &self.overload {
+            overload.saw_shed();
+        }
         GateError::Busy { retry_after }
     }
 

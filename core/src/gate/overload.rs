@@ -6,7 +6,8 @@
 //! The gate becomes *overloaded* when the shortest wait seen over an interval
 //! stayed above the target (RFC 8289's "the minimum sojourn time over an
 //! interval", as folly's `Codel` applies it to a server's queue), and stays so
-//! until [`CALM_INTERVALS`] intervals in a row each saw the queue empty. A wait is
+//! until [`CALM_INTERVALS`] intervals in a row each saw the queue empty and shed
+//! nobody. A wait is
 //! seen when a request is admitted, and when a request is shed after it parked;
 //! the queue is seen empty at a grant at once (nobody was parked ahead: no
 //! barging) and at a release with nobody parked (both also count as waits of
@@ -19,17 +20,20 @@
 //! overloaded, the gate itself keeps waits between the target and the cap, so a
 //! wait below the target is no sign that the overload ended; an empty queue is,
 //! and one empty moment under a load that goes on is chance: two intervals of
-//! them are not.
+//! them are not. An interval that shed a request is not calm however empty its
+//! queue was seen: the gate's own sheds keep the queue short under overload.
 //!
 //! # The interval
 //!
-//! One mean hold of a unit ([`Pace`](super::pace)): the time a full gate takes to
-//! turn its whole capacity over once. A wait above the target means the queue has
-//! stood for the target already; the interval gives it one more turnover to clear,
-//! so a burst of up to a gate's worth of requests beyond the target's is absorbed
-//! without an alarm, whatever the scale of the holds (microsecond RPCs or
-//! multi-second uploads). It is bounded to [`MIN_INTERVAL`, `MAX_INTERVAL`], and
-//! is the target before the first release.
+//! Two mean holds of a unit ([`Pace`](super::pace)): the time a full gate takes
+//! to turn its whole capacity over twice. A wait above the target means the queue
+//! has stood for the target already; the interval gives it two more turnovers to
+//! clear, so a burst of up to two gates' worth of requests beyond the target's is
+//! absorbed without an alarm, whatever the scale of the holds (microsecond RPCs or
+//! multi-second uploads). With heavy-tailed holds one turnover was too short: a
+//! queue above the target for a whole mean hold happens at 0.8× the capacity
+//! (docs/overload.md). It is bounded to [`MIN_INTERVAL`, `MAX_INTERVAL`], and is
+//! the target before the first release.
 //!
 //! # The limits
 //!
@@ -79,6 +83,8 @@ pub(crate) struct Overload {
     emptied: AtomicBool,
     /// While overloaded: the intervals in a row that saw the queue empty.
     calm: AtomicU32,
+    /// Whether the current interval shed a request.
+    shed: AtomicBool,
 }
 
 impl Overload {
@@ -90,7 +96,14 @@ impl Overload {
             shortest: AtomicU32::new(NONE),
             emptied: AtomicBool::new(false),
             calm: AtomicU32::new(0),
+            shed: AtomicBool::new(false),
         }
+    }
+
+    /// A request was shed: however empty the queue was seen, the demand was more
+    /// than the gate admitted.
+    pub(crate) fn saw_shed(&self) {
+        self.shed.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn target(&self) -> Duration {
@@ -109,6 +122,7 @@ impl Overload {
     /// The interval for a mean hold of `mean_hold` (`None`: no release yet).
     pub(crate) fn interval(&self, mean_hold: Option<Duration>) -> Duration {
         mean_hold
+            .map(|mean| mean.saturating_mul(2))
             .unwrap_or(self.target)
             .clamp(MIN_INTERVAL, MAX_INTERVAL)
     }
@@ -140,7 +154,9 @@ impl Overload {
         {
             // This wait opens the next interval.
             let shortest = self.shortest.swap(waited_us, Ordering::Relaxed);
-            let emptied = self.emptied.swap(empty, Ordering::Relaxed);
+            // Calm: the queue seen empty, and nobody shed.
+            let emptied = self.emptied.swap(empty, Ordering::Relaxed)
+                & !self.shed.swap(false, Ordering::Relaxed);
             let overloaded = if !self.overloaded.load(Ordering::Relaxed) {
                 shortest != NONE && shortest > micros(self.target)
             } else if emptied {
@@ -321,12 +337,29 @@ mod tests {
     }
 
     #[test]
-    fn the_interval_is_one_mean_hold_within_its_bounds() {
+    fn the_interval_is_two_mean_holds_within_its_bounds() {
         let o = Overload::new(TARGET);
         assert_eq!(o.interval(None), TARGET);
-        assert_eq!(o.interval(Some(ms(2500))), ms(2500));
+        assert_eq!(o.interval(Some(ms(2500))), ms(5000));
         assert_eq!(o.interval(Some(Duration::from_micros(3))), MIN_INTERVAL);
         assert_eq!(o.interval(Some(Duration::from_secs(3600))), MAX_INTERVAL);
+    }
+
+    #[test]
+    fn an_interval_that_shed_a_request_is_not_calm() {
+        let o = Overload::new(TARGET);
+        o.observe(ms(500), false, ms(0), INTERVAL);
+        o.observe(ms(500), false, ms(1000), INTERVAL);
+        assert!(o.is_overloaded());
+        // Each interval sees the queue empty, but the second also sheds.
+        o.observe(Duration::ZERO, true, ms(1500), INTERVAL);
+        o.observe(Duration::ZERO, true, ms(2000), INTERVAL);
+        o.saw_shed();
+        o.observe(Duration::ZERO, true, ms(3000), INTERVAL);
+        assert!(o.is_overloaded(), "a shed breaks the calm");
+        o.observe(Duration::ZERO, true, ms(4000), INTERVAL);
+        o.observe(Duration::ZERO, true, ms(5000), INTERVAL);
+        assert!(!o.is_overloaded(), "two calm intervals after it");
     }
 
     #[test]

@@ -673,6 +673,7 @@ impl<'g> GateHarness<'g> {
                     Duration::ZERO,
                     ShedReason::WaitBudget,
                 ));
+                self.saw_shed();
                 self.stats.try_sheds += 1;
             }
             Ok(permit) if !oversize && !self.closed && self.fits(units) => {
@@ -794,6 +795,13 @@ impl<'g> GateHarness<'g> {
         }
     }
 
+    /// A shed: the interval is not calm.
+    fn saw_shed(&mut self) {
+        if let Some(c) = &mut self.codel {
+            c.shed = true;
+        }
+    }
+
     /// A release with nobody parked: the overload rule sees an empty queue.
     fn released_with_nobody_parked(&mut self) {
         if self.queued_units() == 0 {
@@ -898,6 +906,7 @@ impl<'g> GateHarness<'g> {
                 self.check_retry_after(retry_after, units);
                 self.expected_events
                     .push(Event::Shed(label, units, Duration::ZERO, reason));
+                self.saw_shed();
                 if reason == ShedReason::Hopeless {
                     self.stats.hopeless += 1;
                 } else {
@@ -950,6 +959,7 @@ impl<'g> GateHarness<'g> {
                 self.check_retry_after(retry_after, units);
                 self.expected_events
                     .push(Event::Shed(label, units, waited, reason));
+                self.saw_shed();
                 self.saw_wait(waited, false);
                 if reason == ShedReason::Overload {
                     self.stats.overload_sheds += 1;
@@ -1409,6 +1419,8 @@ struct ModelCodel {
     emptied: bool,
     /// Overloaded: intervals in a row that saw the queue empty.
     calm: u32,
+    /// The interval shed a request.
+    shed: bool,
 }
 
 impl ModelCodel {
@@ -1420,11 +1432,13 @@ impl ModelCodel {
             shortest: None,
             emptied: false,
             calm: 0,
+            shed: false,
         }
     }
 
     fn interval(&self, mean_hold: Option<Duration>) -> Duration {
         mean_hold
+            .map(|m| m * 2)
             .unwrap_or(self.target)
             .clamp(Duration::from_micros(100), Duration::from_secs(60))
     }
@@ -1444,7 +1458,8 @@ impl ModelCodel {
             self.end = stamp(now + self.interval(mean));
             // Entered above the target; left after two intervals in a row that
             // saw the queue empty.
-            let emptied = core::mem::replace(&mut self.emptied, empty);
+            let shed = core::mem::take(&mut self.shed);
+            let emptied = core::mem::replace(&mut self.emptied, empty) && !shed;
             let overloaded = if !self.overloaded {
                 self.shortest.is_some_and(|s| s > us(self.target))
             } else if emptied {
