@@ -4,7 +4,7 @@
 mod support;
 
 use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
