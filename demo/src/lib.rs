@@ -170,7 +170,8 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
         None => "            no overload target: every wait may last the whole budget".into(),
         Some(target) => format!(
             "            overload target {}: overloaded once the shortest wait of an interval \
-             stays above it, until the queue is seen empty; then waits are capped at {}, and \
+             stays above it, until two intervals see the queue empty; then waits are capped \
+             at {}, and \
              a request the estimate says cannot make it is shed at arrival",
             secs(target),
             secs(target * 2),
