@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=thumbv7em-none-eabihf
 set -x
-cargo build -p admit --no-default-features --target "$target"
+cargo build -p admit --no-default-features --features critical-section --target "$target"
 cargo build -p admit --no-default-features --features alloc --target "$target"

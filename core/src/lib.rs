@@ -35,6 +35,12 @@ macro_rules! alloc_item_link {
     };
 }
 
+#[cfg(not(any(feature = "alloc", feature = "critical-section")))]
+compile_error!(
+    "admit without `alloc` needs its `critical-section` feature (the wait queue's lock), \
+     and an implementation of `critical-section` for the target"
+);
+
 mod gate;
 mod loom;
 #[cfg(all(test, admit_loom))]

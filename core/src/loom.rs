@@ -15,11 +15,9 @@
 
 #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
 pub(crate) mod sync {
-    #[cfg(not(feature = "alloc"))]
-    pub(crate) use core::hint::spin_loop;
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     #[cfg(feature = "alloc")]
-    pub(crate) use core::sync::atomic::AtomicU32;
-    pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU32};
 
     pub(crate) use super::PlainCell as UnsafeCell;
 }
@@ -27,23 +25,59 @@ pub(crate) mod sync {
 #[cfg(all(test, admit_loom))]
 pub(crate) mod sync {
     pub(crate) use loom::cell::UnsafeCell;
-    #[cfg(not(feature = "alloc"))]
-    pub(crate) use loom::hint::spin_loop;
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     #[cfg(feature = "alloc")]
-    pub(crate) use loom::sync::atomic::AtomicU32;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32};
 }
 
 #[cfg(all(test, admit_shuttle, not(admit_loom)))]
 pub(crate) mod sync {
-    #[cfg(not(feature = "alloc"))]
-    pub(crate) use shuttle::hint::spin_loop;
+    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     #[cfg(feature = "alloc")]
-    pub(crate) use shuttle::sync::atomic::AtomicU32;
-    pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+    pub(crate) use shuttle::sync::atomic::{AtomicPtr, AtomicU32};
 
     // Shuttle schedules at atomic operations and has no cell of its own.
     pub(crate) use super::PlainCell as UnsafeCell;
+}
+
+/// Without `alloc`, the wait queue's lock: `critical-section`'s, held for a
+/// bounded number of steps; under loom a loom mutex, so the models see every
+/// interleaving of the sections. Never nested: a nested entry panics (the
+/// `RefCell`, or loom's deadlock report).
+#[cfg(all(not(feature = "alloc"), not(all(test, admit_loom))))]
+pub(crate) struct CriticalSection<T>(critical_section::Mutex<core::cell::RefCell<T>>);
+
+#[cfg(all(not(feature = "alloc"), not(all(test, admit_loom))))]
+impl<T> CriticalSection<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        Self(critical_section::Mutex::new(core::cell::RefCell::new(
+            value,
+        )))
+    }
+
+    /// Runs `f` inside the critical section, with the guarded value.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        critical_section::with(|cs| f(&mut self.0.borrow_ref_mut(cs)))
+    }
+}
+
+#[cfg(all(not(feature = "alloc"), test, admit_loom))]
+pub(crate) struct CriticalSection<T>(loom::sync::Mutex<T>);
+
+#[cfg(all(not(feature = "alloc"), test, admit_loom))]
+impl<T> CriticalSection<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    /// Runs `f` holding the mutex, with the guarded value.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self
+            .0
+            .lock()
+            .expect("a model thread panicked in the section"))
+    }
 }
 
 /// Raw allocation, for memory the crate frees itself (the wait queue's segments):
@@ -74,7 +108,6 @@ impl<T> PlainCell<T> {
         Self(core::cell::UnsafeCell::new(value))
     }
 
-    #[cfg(feature = "alloc")]
     #[inline(always)]
     pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
         f(self.0.get())

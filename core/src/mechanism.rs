@@ -19,6 +19,7 @@ pub(crate) enum Mechanism {
     /// A cancel that lost to a grant releases the granted units.
     CancelReleasesGrant,
     /// A grant that lost to a cancel gives the units it took back.
+    #[cfg(feature = "alloc")]
     GrantGivesBack,
     /// A cancel that won asks for service (its request may have been the head).
     CancelServes,
@@ -32,27 +33,8 @@ pub(crate) enum Mechanism {
     /// A re-poll that lost its cell to a resolve reads the phase instead of
     /// reporting `Pending` with a waker nobody will wake.
     Registering,
-    /// The server lets go of the queue's share of every node it is done with
-    /// (granted, closed, or cancelled).
-    #[cfg(not(feature = "alloc"))]
-    ReleaseShare,
     /// Asking for service always writes the role word, even when `PENDING` is set.
     RoleAlwaysWrites,
-    /// The server takes the cancelled stack before the arrivals, so every node a
-    /// cancel entry names was absorbed already or is in the arrivals it takes next.
-    #[cfg(not(feature = "alloc"))]
-    CancelsFirst,
-    /// A cancel withdraws its node from the arrivals by a CAS from the node to the
-    /// one below it, so a push that landed above the node meanwhile makes it fail.
-    /// Off: a blind store, which can drop that push or put back a node a server
-    /// took meanwhile.
-    #[cfg(not(feature = "alloc"))]
-    WithdrawCas,
-    /// A cancel withdraws its node to the link it kept when it pushed, its own
-    /// copy. Off: it reads the node's `next_arrival`, which a server that took the
-    /// stack meanwhile may be rewriting.
-    #[cfg(not(feature = "alloc"))]
-    WithdrawOwnCopy,
     /// While units are being retired after a shrink, fast paths refuse: a unit a
     /// release brings back goes to the retirement, not to whoever comes first.
     RetiringBlocksFastPath,
@@ -113,16 +95,19 @@ pub(crate) enum Mechanism {
     /// under the cursor.
     #[cfg(feature = "alloc")]
     SpliceRespectsPass,
-    /// Without `alloc`: a future's drop waits until the queue has let go of its
-    /// node, whose memory is the future's.
-    #[cfg(not(feature = "alloc"))]
-    DropWaitsForQueue,
     /// A server that stops at a head that does not fit re-reads the head's
     /// phase with a read-modify-write, so a cancel of that head either is seen
     /// or sees the units the server saw free. Off: a plain load, and the two
     /// can miss each other.
     #[cfg(feature = "alloc")]
     StopRereadsHead,
+    /// Without `alloc`: an owner that has read its request's final phase enters
+    /// the critical section once before it lets go of its node, so the server
+    /// that resolved the node, which touches it only inside the critical
+    /// section, is done with it. Off: the future's memory can be let go of
+    /// while that server still takes the waker out of it.
+    #[cfg(not(feature = "alloc"))]
+    FinishEntersCriticalSection,
     /// A server that meets a cell claimed but not published while units are
     /// free breaks it and moves on. Off: it waits there, and the cell's owner
     /// joins behind a `QUEUED` set by others, so nobody serves it.
@@ -132,7 +117,6 @@ pub(crate) enum Mechanism {
     /// the next pass's close. Off: it closes the head itself, and a drain
     /// waiter published after the close (which only a close pass may answer,
     /// once every unit is back) ends with `Closed`.
-    #[cfg(feature = "alloc")]
     ClosedMidPassWaits,
     /// A walk past the cursor (a close's, a sweep's) that finds its segment
     /// removed under it goes on from the first segment after it, found from

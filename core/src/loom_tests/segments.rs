@@ -12,7 +12,7 @@ use std::vec::Vec;
 
 use super::support::without;
 use crate::mechanism::Mechanism;
-use crate::semaphore::segments::{Segments, Ticket, CELLS};
+use crate::semaphore::queue::segments::{Segments, Ticket, CELLS};
 use loom::sync::atomic::Ordering::{Acquire, Release};
 use loom::thread;
 

@@ -98,15 +98,10 @@
 mod acquire;
 #[cfg(feature = "std")]
 mod blocking;
-#[cfg(feature = "alloc")]
-mod cell_queue;
 mod drain;
 mod error;
 mod permit;
-#[cfg(not(feature = "alloc"))]
-mod queue;
-#[cfg(feature = "alloc")]
-pub(crate) mod segments;
+pub(crate) mod queue;
 mod serving;
 #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
 mod serving_tests;
@@ -114,8 +109,6 @@ mod serving_tests;
 mod shuttle;
 mod state;
 mod wait_status;
-#[cfg(not(feature = "alloc"))]
-mod waiter;
 mod wake_list;
 
 use core::fmt;
@@ -136,10 +129,7 @@ pub use permit::OwnedPermit;
 pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
-#[cfg(feature = "alloc")]
-use cell_queue::{Slot, WaitQueue};
-#[cfg(not(feature = "alloc"))]
-use queue::{Slot, WaitQueue};
+use queue::{Queue, Slot, WaitQueue};
 use state::{available, Refused, State, CLOSED, QUEUED, UNITS_OWED};
 use wait_status::status;
 
@@ -259,9 +249,9 @@ impl Semaphore {
             // New units are released like returned ones.
             self.state.release(capacity - previous) & UNITS_OWED != 0
         } else if capacity < previous {
-            self.queue.role.post_retirement(previous - capacity);
+            self.queue.role().post_retirement(previous - capacity);
             self.state.start_retiring();
-            self.queue.role.mark_lowered();
+            self.queue.role().mark_lowered();
             true
         } else {
             false
@@ -299,11 +289,11 @@ impl Semaphore {
         // (after a shrink) were owed to the retirement, and settle it instead.
         self.state.begin_resize();
         let cut = self.state.forget_capacity(units);
-        self.queue.role.post_forget(units - cut);
+        self.queue.role().post_forget(units - cut);
         // Parked requests may no longer fit (the sweep), and a drain may now be
         // complete.
         self.state.order_after_joins();
-        self.queue.role.mark_lowered();
+        self.queue.role().mark_lowered();
         self.end_resize(true);
     }
 
@@ -316,7 +306,7 @@ impl Semaphore {
     /// Requests parked right now. A snapshot for diagnostics.
     #[must_use]
     pub fn waiters(&self) -> usize {
-        self.queue.waiters()
+        self.queue.parked()
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -455,16 +445,6 @@ impl Semaphore {
     /// left to retire.
     pub(crate) fn all_units_back(&self) -> bool {
         self.state.all_units_back()
-    }
-}
-
-/// Without `alloc`: a node the queue still lists (only one whose future was
-/// leaked while parked can be left) is let go of. With it, the segment list's
-/// drop frees the cells.
-#[cfg(not(feature = "alloc"))]
-impl Drop for Semaphore {
-    fn drop(&mut self) {
-        self.queue.drain_on_drop();
     }
 }
 

@@ -1,6 +1,5 @@
-//! The serving role, and the pass its holder makes: what both wait queues share
-//! (the cells of `cell_queue.rs` with `alloc`, the inline nodes of `queue.rs`
-//! without).
+//! The serving role, and the pass its holder makes over a wait queue
+//! (`queue/`, which says what the pass may assume of it).
 //!
 //! - **The role** (`word`): `LOCKED | PENDING`. Whoever finds it free takes it and
 //!   serves; whoever finds it taken sets `PENDING` and leaves, and the holder serves
@@ -20,6 +19,7 @@
 //! 3. No user code runs in the role: wakers are collected in a [`WakeList`] and
 //!    woken after it is released.
 
+use super::queue::Queue;
 use super::state::{available, State, CLOSED, QUEUED, RETIRING};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
@@ -52,36 +52,6 @@ pub(crate) fn join_needs_service(prev: usize, units: usize, resolved: bool) -> b
     let units_back =
         prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
     closed || units_back || (resolved && Mechanism::JoinServesResolved.on())
-}
-
-/// What a queue does in a pass; the role decides when.
-pub(crate) trait Waiters {
-    /// Takes in what arrived since the last pass.
-    ///
-    /// # Safety
-    /// The caller holds the role.
-    unsafe fn absorb(&self, state: &State);
-
-    /// Fails with `EXCEEDS` every waiting request for more than `capacity`.
-    /// Returns `false` if the wake batch filled first.
-    ///
-    /// # Safety
-    /// As for `absorb`.
-    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool;
-
-    /// After a close: fails every request with `CLOSED`, and grants the drain
-    /// waiters (requests of 0 units) if `drained`, else leaves them waiting.
-    ///
-    /// # Safety
-    /// As for `absorb`.
-    unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop;
-
-    /// Grants from the head while it fits; a head that asks for more than the
-    /// capacity fails with `EXCEEDS`.
-    ///
-    /// # Safety
-    /// As for `absorb`.
-    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop;
 }
 
 /// The role word and what it guards.
@@ -198,11 +168,11 @@ impl Role {
 
     /// Serves `waiters` now, or leaves it to the thread that is serving. Never
     /// waits: at worst one CAS on the role word and return.
-    pub(crate) fn serve(&self, state: &State, waiters: &impl Waiters) {
+    pub(crate) fn serve(&self, state: &State, queue: &impl Queue) {
         if self.take() {
             #[cfg(test)]
             self.roles_taken.fetch_add(1, Ordering::Relaxed);
-            self.serve_and_release(state, waiters);
+            self.serve_and_release(state, queue);
         }
     }
 
@@ -233,11 +203,11 @@ impl Role {
 
     /// With the role held: serves, releases the role, wakes, and goes again while a
     /// wake batch was full or someone asked for service meanwhile.
-    pub(crate) fn serve_and_release(&self, state: &State, waiters: &impl Waiters) {
+    pub(crate) fn serve_and_release(&self, state: &State, queue: &impl Queue) {
         loop {
             let mut wakers = WakeList::new();
             // SAFETY: we hold the role.
-            let more = unsafe { self.pass(state, waiters, &mut wakers) };
+            let more = unsafe { self.pass(state, queue, &mut wakers) };
             let asked = self.word.swap(0, Ordering::AcqRel) & PENDING != 0;
             wakers.wake_all();
             if !(more || asked) || !self.take() {
@@ -252,14 +222,14 @@ impl Role {
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn pass(&self, state: &State, waiters: &impl Waiters, wakers: &mut WakeList) -> bool {
+    unsafe fn pass(&self, state: &State, queue: &impl Queue, wakers: &mut WakeList) -> bool {
         // SAFETY: the caller holds the role, which guards the server's state
         // and the queue's (`Waiters`).
         self.server.with_mut(|server| unsafe {
             let server = &mut *server;
             loop {
                 state.clear_arrived();
-                waiters.absorb(state);
+                queue.absorb(state);
                 self.settle(state, server);
                 // Paid up: clear `RETIRING`, so that finding it set again (in the
                 // take for the head) means a shrink posted since, whose units this
@@ -275,7 +245,7 @@ impl Role {
                     server.sweep = true;
                 }
                 if server.sweep {
-                    if !waiters.sweep_oversize(state.capacity(), wakers) {
+                    if !queue.sweep_oversize(state.capacity(), wakers) {
                         // The wake batch filled: wake it, and sweep on next pass.
                         return true;
                     }
@@ -286,13 +256,13 @@ impl Role {
                     // Read apart from any resize in flight: a shrink posted
                     // since the settlement owes units still held.
                     let drained = server.debt == 0 && state.all_units_back();
-                    waiters.close(state, drained, wakers)
+                    queue.close(state, drained, wakers)
                 } else {
                     // While units are owed, `RETIRING` stays set and the take for
                     // the head refuses: the free units went to the retirement,
                     // and a release racing this pass asked for service, so the
                     // next pass pays with its units first.
-                    waiters.grant_from_head(state, wakers)
+                    queue.grant_from_head(state, wakers)
                 };
                 let mut flags = if server.debt == 0 { RETIRING } else { 0 };
                 match stop {

@@ -1,13 +1,11 @@
 //! A parked request's status word and waker: who resolves the request, and who
-//! may touch its waker. Shared by the two homes a parked request has: a cell of
-//! the segment list (with `alloc`, `cell_queue.rs`) and an inline node (without,
-//! `waiter.rs`).
+//! may touch its waker. Shared by both wait queues (`queue/`).
 //!
 //! # The word
 //!
 //! ```text
-//!  bit 4        bit 3          bits 2..0
-//! [QUEUE_REF] [REGISTERING] [ phase ]
+//!    bit 3          bits 2..0
+//! [REGISTERING] [ phase ]
 //! ```
 //!
 //! The phase leaves `WAITING` exactly once, by one CAS, and whoever wins it
@@ -20,8 +18,7 @@
 //!
 //! A cell has two phases before `WAITING`: `EMPTY` (its ticket is taken, or not
 //! yet, and the request is not published) and `BROKEN` (the server passed an
-//! unpublished cell; its owner takes another ticket). `QUEUE_REF` is the inline
-//! node's (`waiter.rs`).
+//! unpublished cell; its owner takes another ticket).
 //!
 //! `REGISTERING` is the owner's claim on the waker cell while it swaps in a new
 //! waker (a re-poll). A server that resolves the request while it is set leaves
@@ -61,9 +58,6 @@ pub(crate) mod status {
     pub(crate) const PHASE: usize = 7;
     /// The owner is swapping the waker.
     pub(crate) const REGISTERING: usize = 1 << 3;
-    /// Without `alloc`: the queue still refers to the node.
-    #[cfg(not(feature = "alloc"))]
-    pub(crate) const QUEUE_REF: usize = 1 << 4;
 }
 
 /// Which waker a request registered, by the two parts [`Waker::will_wake`]
@@ -230,11 +224,12 @@ impl WaitStatus {
     }
 
     /// The owner takes its waker back: after its cancel won, to drop it outside
-    /// any server work, or from a cell the server broke before it was published.
+    /// any server work; from a cell the server broke before it was published;
+    /// or from a node no server can reach any more.
     ///
     /// # Safety
     /// [`cancel`](Self::cancel) returned `WAITING` to this caller, or the caller
-    /// owns the unpublished cell.
+    /// owns the unpublished cell, or no server can reach the request.
     pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
         // SAFETY: the phase is `CANCELLED` (or the request was never published),
         // so the server's resolve fails and never touches the cell; the owner is

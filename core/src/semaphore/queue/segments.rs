@@ -95,11 +95,11 @@
 
 use core::ptr::{addr_of_mut, NonNull};
 
-use super::wait_status::{status, WaitStatus, WakerId};
 use crate::loom::heap::{self, Layout};
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 use crate::mechanism::Mechanism;
+use crate::semaphore::wait_status::{status, WaitStatus, WakerId};
 
 /// Cells in a segment. A segment of 31 cells of one cache line each and its
 /// header's line fill one 2 KiB block; under loom two cells, so a model crosses

@@ -1,10 +1,10 @@
 //! The semaphore as an embedded user builds it, without `alloc`: the wait node is
-//! part of the acquire future, and a dropped future waits (briefly) until the queue
-//! has let go of its node. Written against the API both builds share, so it runs
-//! in both; CI runs it without default features, and under miri.
+//! part of the acquire future, on a list guarded by a critical section. Written
+//! against the API both builds share, so it runs in both; CI runs it without
+//! `alloc`, and under miri.
 //!
 //! ```text
-//! cargo test -p admit --no-default-features --test inline_nodes
+//! cargo test -p admit --no-default-features --features critical-section --test embedded
 //! ```
 
 use std::future::Future;
@@ -122,8 +122,8 @@ fn close_ends_a_parked_acquire() {
     assert_eq!(sem.available(), 1);
 }
 
-/// Threads park, cancel and hold at once; the drop's wait for the queue to let go
-/// of its node is exercised whenever a cancel meets another thread serving.
+/// Threads park, cancel and hold at once: cancels and finishes meet other
+/// threads serving.
 #[test]
 fn threads_park_and_cancel_without_losing_units() {
     let sem = Arc::new(Semaphore::new(2));

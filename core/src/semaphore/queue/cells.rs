@@ -37,15 +37,16 @@ use core::pin::Pin;
 use core::task::Waker;
 
 use super::segments::{Cell, Segments, Ticket};
-use super::serving::{join_needs_service, Role, Stop, Waiters};
-use super::state::{available, HeadTake, State, CLOSED};
-use super::wait_status::{status, WakerId};
-use super::wake_list::WakeList;
+use super::Queue;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering};
 use crate::mechanism::Mechanism;
+use crate::semaphore::serving::{join_needs_service, Role, Stop};
+use crate::semaphore::state::{available, HeadTake, State, CLOSED};
+use crate::semaphore::wait_status::{status, WakerId};
+use crate::semaphore::wake_list::WakeList;
 
-pub(crate) struct WaitQueue {
+pub(crate) struct CellQueue {
     /// The serving role, which guards the list's cursor.
     pub(crate) role: Role,
     /// The cells.
@@ -71,145 +72,19 @@ impl Slot {
     }
 }
 
-impl WaitQueue {
+impl CellQueue {
     loom_const_fn! {
-        pub(crate) fn new() -> WaitQueue {
-            WaitQueue {
+        pub(crate) fn new() -> CellQueue {
+            CellQueue {
                 role: Role::new(),
                 segments: Segments::new(),
                 waiters: AtomicUsize::new(0),
             }
         }
     }
+}
 
-    /// Requests parked right now.
-    pub(crate) fn waiters(&self) -> usize {
-        self.waiters.load(Ordering::Relaxed)
-    }
-
-    /// Serves the queue now, or leaves it to the thread that is serving.
-    pub(crate) fn serve(&self, state: &State) {
-        self.role.serve(state, self);
-    }
-
-    /// Parks a request the fast path refused: publishes it in a cell, joins, and
-    /// asks for service if the join shows it could be resolved now. Returns its
-    /// phase (`WAITING` unless it was resolved meanwhile).
-    pub(crate) fn park(
-        &self,
-        state: &State,
-        slot: Pin<&mut Slot>,
-        units: usize,
-        waker: Waker,
-    ) -> usize {
-        let id = WakerId::of(&waker);
-        let mut waker = Some(waker);
-        // Counted before it can be resolved, so the count never wraps.
-        self.waiters.fetch_add(1, Ordering::Relaxed);
-        let ticket = loop {
-            let ticket = self.segments.claim();
-            let cell = ticket.cell();
-            // SAFETY: the cell is `EMPTY` and the ticket ours: nobody else
-            // touches its units or its waker until it is published.
-            cell.units.with_mut(|u| unsafe { *u = units });
-            // SAFETY: as above.
-            unsafe { cell.status.set_waker(waker.take()) };
-            // SAFETY: the ticket holder's alone.
-            cell.registered.with_mut(|r| unsafe { *r = id });
-            // `Release`: the server's `Acquire` read of `WAITING` sees both.
-            if cell
-                .status
-                .word
-                .compare_exchange(
-                    status::EMPTY,
-                    status::WAITING,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                break ticket;
-            }
-            // Broken by a server: this arrival never happened. Take another.
-            // SAFETY: never published, so the cell is still ours.
-            waker = unsafe { cell.status.take_waker() };
-            self.segments.release(ticket);
-        };
-        // `Slot` is `Unpin`: the ticket names the cell, which never moves.
-        let slot = slot.get_mut();
-        let cell = slot.ticket.insert(ticket).cell();
-        let prev = state.join();
-        let oversize = self.role.sweep_if_oversize(state, units);
-        if oversize || join_needs_service(prev, units, cell.status.phase() != status::WAITING) {
-            self.serve(state);
-        }
-        cell.status.phase()
-    }
-
-    /// A re-poll of a parked request: its phase, with `waker` registered if it
-    /// is still waiting. If the cell holds an equivalent waker already (the same
-    /// task polling again), one load: no clone, nothing written.
-    pub(crate) fn repoll(slot: &Slot, waker: &Waker) -> usize {
-        let cell = slot.cell();
-        let id = WakerId::of(waker);
-        // SAFETY: the ticket holder's alone, and `slot` is the holder's.
-        if cell.registered.with(|r| unsafe { *r }) == id {
-            return cell.status.phase();
-        }
-        let phase = cell.status.register(waker);
-        if phase == status::WAITING {
-            // SAFETY: as above.
-            cell.registered.with_mut(|r| unsafe { *r = id });
-        }
-        phase
-    }
-
-    /// The owner has read its request's final phase: the ticket goes back.
-    pub(crate) fn finish(&self, slot: Pin<&mut Slot>) {
-        if let Some(ticket) = slot.get_mut().ticket.take() {
-            self.segments.release(ticket);
-        }
-    }
-
-    /// Gives up a parked request (its future is being dropped). Returns the
-    /// units of a grant it had not taken, for the caller to release.
-    pub(crate) fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
-        let ticket = slot.get_mut().ticket.take().expect("parked");
-        let cell = ticket.cell();
-        // SAFETY: written by this owner before it published; never again.
-        let units = unsafe { units_of(cell) };
-        match cell.status.cancel() {
-            status::WAITING => {
-                // SAFETY: our cancel won.
-                let waker = unsafe { cell.status.take_waker() };
-                self.waiters.fetch_sub(1, Ordering::Relaxed);
-                self.segments.cancel(ticket);
-                // It may have been the head, blocking requests that fit in the
-                // free units (Go's canceled-waiter-at-the-front bug): then serve.
-                // With no unit free nobody behind it fits, and the next release
-                // serves. A server that stopped at this head read it with a
-                // read-modify-write: if that came first, this load sees the
-                // units it saw.
-                let now = state.load();
-                let units_free = available(now) > 0 || now & CLOSED != 0;
-                if units_free && Mechanism::CancelServes.on() {
-                    self.serve(state);
-                }
-                drop(waker); // user code, after all our work
-                0
-            }
-            phase => {
-                self.segments.release(ticket);
-                // A drain waiter (0 units) holds nothing to give back.
-                if phase == status::GRANTED && Mechanism::CancelReleasesGrant.on() {
-                    units
-                } else {
-                    0
-                }
-            }
-        }
-    }
-
+impl CellQueue {
     /// Resolves `cell` with `outcome` (which took no units), and counts it out
     /// and queues its waker if that won over a cancel. Returns whether it won.
     fn resolve_untaken(&self, cell: &Cell, outcome: usize, wakers: &mut WakeList) -> bool {
@@ -307,7 +182,129 @@ unsafe fn units_of(cell: &Cell) -> usize {
     cell.units.with(|u| unsafe { *u })
 }
 
-impl Waiters for WaitQueue {
+impl Queue for CellQueue {
+    type Slot = Slot;
+
+    fn role(&self) -> &Role {
+        &self.role
+    }
+
+    fn parked(&self) -> usize {
+        self.waiters.load(Ordering::Relaxed)
+    }
+
+    /// Parks a request the fast path refused: publishes it in a cell, joins, and
+    /// asks for service if the join shows it could be resolved now. Returns its
+    /// phase (`WAITING` unless it was resolved meanwhile).
+    fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
+        let id = WakerId::of(&waker);
+        let mut waker = Some(waker);
+        // Counted before it can be resolved, so the count never wraps.
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let ticket = loop {
+            let ticket = self.segments.claim();
+            let cell = ticket.cell();
+            // SAFETY: the cell is `EMPTY` and the ticket ours: nobody else
+            // touches its units or its waker until it is published.
+            cell.units.with_mut(|u| unsafe { *u = units });
+            // SAFETY: as above.
+            unsafe { cell.status.set_waker(waker.take()) };
+            // SAFETY: the ticket holder's alone.
+            cell.registered.with_mut(|r| unsafe { *r = id });
+            // `Release`: the server's `Acquire` read of `WAITING` sees both.
+            if cell
+                .status
+                .word
+                .compare_exchange(
+                    status::EMPTY,
+                    status::WAITING,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                break ticket;
+            }
+            // Broken by a server: this arrival never happened. Take another.
+            // SAFETY: never published, so the cell is still ours.
+            waker = unsafe { cell.status.take_waker() };
+            self.segments.release(ticket);
+        };
+        // `Slot` is `Unpin`: the ticket names the cell, which never moves.
+        let slot = slot.get_mut();
+        let cell = slot.ticket.insert(ticket).cell();
+        let prev = state.join();
+        let oversize = self.role.sweep_if_oversize(state, units);
+        if oversize || join_needs_service(prev, units, cell.status.phase() != status::WAITING) {
+            self.serve(state);
+        }
+        cell.status.phase()
+    }
+
+    /// A re-poll of a parked request: its phase, with `waker` registered if it
+    /// is still waiting. If the cell holds an equivalent waker already (the same
+    /// task polling again), one load: no clone, nothing written.
+    fn repoll(slot: &Slot, waker: &Waker) -> usize {
+        let cell = slot.cell();
+        let id = WakerId::of(waker);
+        // SAFETY: the ticket holder's alone, and `slot` is the holder's.
+        if cell.registered.with(|r| unsafe { *r }) == id {
+            return cell.status.phase();
+        }
+        let phase = cell.status.register(waker);
+        if phase == status::WAITING {
+            // SAFETY: as above.
+            cell.registered.with_mut(|r| unsafe { *r = id });
+        }
+        phase
+    }
+
+    /// The owner has read its request's final phase: the ticket goes back.
+    fn finish(&self, slot: Pin<&mut Slot>) {
+        if let Some(ticket) = slot.get_mut().ticket.take() {
+            self.segments.release(ticket);
+        }
+    }
+
+    /// Gives up a parked request (its future is being dropped). Returns the
+    /// units of a grant it had not taken, for the caller to release.
+    fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
+        let ticket = slot.get_mut().ticket.take().expect("parked");
+        let cell = ticket.cell();
+        // SAFETY: written by this owner before it published; never again.
+        let units = unsafe { units_of(cell) };
+        match cell.status.cancel() {
+            status::WAITING => {
+                // SAFETY: our cancel won.
+                let waker = unsafe { cell.status.take_waker() };
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                self.segments.cancel(ticket);
+                // It may have been the head, blocking requests that fit in the
+                // free units (Go's canceled-waiter-at-the-front bug): then serve.
+                // With no unit free nobody behind it fits, and the next release
+                // serves. A server that stopped at this head read it with a
+                // read-modify-write: if that came first, this load sees the
+                // units it saw.
+                let now = state.load();
+                let units_free = available(now) > 0 || now & CLOSED != 0;
+                if units_free && Mechanism::CancelServes.on() {
+                    self.serve(state);
+                }
+                drop(waker); // user code, after all our work
+                0
+            }
+            phase => {
+                self.segments.release(ticket);
+                // A drain waiter (0 units) holds nothing to give back.
+                if phase == status::GRANTED && Mechanism::CancelReleasesGrant.on() {
+                    units
+                } else {
+                    0
+                }
+            }
+        }
+    }
+
     unsafe fn absorb(&self, _state: &State) {
         // Nothing to take in: the cells are in ticket order already.
     }

@@ -1,0 +1,432 @@
+//! The wait queue without `alloc`: an intrusive doubly-linked list of nodes
+//! that live inside the pinned acquire futures, guarded by a critical section
+//! (`critical-section`, as embassy-sync guards its queues).
+//!
+//! - **Park**: in one section, link the node at the tail; then join in the
+//!   state word.
+//! - **Re-poll**: no section: the status word's `REGISTERING` protocol
+//!   (`wait_status.rs`).
+//! - **Cancel**: in one section, the phase `WAITING → CANCELLED` and, if that
+//!   won, unlink the node.
+//! - **Finish** (the owner read a final phase): one empty section before the
+//!   future may let go of the node.
+//! - **Serve**: one section per request resolved (or skipped, in a walk):
+//!   unlink it, then resolve it and take its waker. The waker is woken after
+//!   the role is released, outside every section.
+//!
+//! # Invariants
+//!
+//! 1. A node's links and the list are touched only inside the section; a
+//!    node's units never change once it exists.
+//! 2. A node is listed exactly while its phase is `WAITING`: it is linked
+//!    before it can be resolved, and whoever moves the phase off `WAITING` (the
+//!    server's resolve, the owner's cancel) does so in the section that unlinks
+//!    it.
+//! 3. The server touches a node only inside a section. The owner's finish (or
+//!    cancel) enters the section after the phase it read was written, so the
+//!    server is done with the node before its memory can go.
+//! 4. Each call holds the section for a bounded number of steps, and nothing
+//!    waits for anything else: no drop waits for a serving pass, and every call
+//!    is safe from an interrupt handler that preempts any other (the section
+//!    masks it on a single core).
+//! 5. No lost wake-up at a stop: a server that finds the head does not fit
+//!    read the units inside the section; a cancel of that head enters the
+//!    section after, and its read of the units sees what the server saw.
+
+use core::marker::PhantomPinned;
+use core::pin::Pin;
+use core::ptr::NonNull;
+use core::task::Waker;
+
+use super::Queue;
+use crate::loom::loom_const_fn;
+use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::CriticalSection;
+use crate::mechanism::Mechanism;
+use crate::semaphore::serving::{join_needs_service, Role, Stop};
+use crate::semaphore::state::{available, HeadTake, State, CLOSED};
+use crate::semaphore::wait_status::{status, WaitStatus};
+use crate::semaphore::wake_list::WakeList;
+
+#[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
+mod tests;
+
+pub(crate) struct ListQueue {
+    /// The serving role, which guards the pass.
+    role: Role,
+    list: CriticalSection<List>,
+    /// Parked, unresolved requests, for diagnostics: read without the section.
+    parked: AtomicUsize,
+}
+
+/// The list, inside the section.
+struct List {
+    head: Option<NonNull<Node>>,
+    tail: Option<NonNull<Node>>,
+    /// A walk's next node (a close's, a sweep's), kept right by every unlink.
+    walk: Option<NonNull<Node>>,
+}
+
+// SAFETY: the nodes it names are touched only inside the section (invariant 1),
+// whichever thread or handler holds it.
+unsafe impl Send for List {}
+
+/// A parked request: inside its future, pinned.
+struct Node {
+    status: WaitStatus,
+    /// Never changes.
+    units: usize,
+    /// # Safety
+    /// Inside the section only.
+    links: UnsafeCell<Links>,
+}
+
+#[derive(Clone, Copy)]
+struct Links {
+    prev: Option<NonNull<Node>>,
+    next: Option<NonNull<Node>>,
+}
+
+/// What an acquire future holds of its request: the node, once parked.
+pub(crate) struct Slot {
+    node: Node,
+    /// Linked, or resolved and not finished: the owner's only.
+    parked: bool,
+    _pinned: PhantomPinned,
+}
+
+// SAFETY: the node's status is atomics plus a waker cell whose owner the status
+// word decides (`wait_status.rs`); its links are touched only inside the
+// section; `parked` only through the owner's `&mut`.
+unsafe impl Send for Slot {}
+// SAFETY: as above: a shared `Slot` is read only through atomics.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    pub(crate) fn new(units: usize) -> Slot {
+        Slot {
+            node: Node {
+                status: WaitStatus::new(status::WAITING),
+                units,
+                links: UnsafeCell::new(Links {
+                    prev: None,
+                    next: None,
+                }),
+            },
+            parked: false,
+            _pinned: PhantomPinned,
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // SAFETY: the node is not listed and no server touches it (the owner
+        // finished or cancelled it, or never parked it), so the cell is ours.
+        // Taken here rather than by the field's drop so that loom sees the
+        // access, and reports a server still inside the node.
+        drop(unsafe { self.node.status.take_waker() });
+    }
+}
+
+impl List {
+    loom_const_fn! {
+        fn new() -> List {
+            List {
+                head: None,
+                tail: None,
+                walk: None,
+            }
+        }
+    }
+
+    /// Links `node` at the tail.
+    ///
+    /// # Safety
+    /// Inside the section; `node` is alive, pinned and not listed.
+    unsafe fn push_back(&mut self, node: NonNull<Node>) {
+        let prev = self.tail;
+        // SAFETY: the caller's: the node is alive and nobody else touches its links.
+        unsafe { node.as_ref() }.links.with_mut(|links| unsafe {
+            *links = Links { prev, next: None };
+        });
+        match prev {
+            // SAFETY: a listed node is alive (its future unlinks it before it goes).
+            Some(prev) => unsafe { prev.as_ref() }
+                .links
+                .with_mut(|links| unsafe { (*links).next = Some(node) }),
+            None => self.head = Some(node),
+        }
+        self.tail = Some(node);
+        if self.walk.is_none() {
+            // A walk that had run off the end picks it up.
+            self.walk = Some(node);
+        }
+    }
+
+    /// Unlinks `node`, moving a walk that was at it on to the next.
+    ///
+    /// # Safety
+    /// Inside the section; `node` is listed.
+    unsafe fn unlink(&mut self, node: NonNull<Node>) {
+        // SAFETY: listed nodes are alive, and their links are the section's.
+        let Links { prev, next } = unsafe { node.as_ref() }
+            .links
+            .with(|links| unsafe { *links });
+        match prev {
+            // SAFETY: as above.
+            Some(prev) => unsafe { prev.as_ref() }
+                .links
+                .with_mut(|links| unsafe { (*links).next = next }),
+            None => self.head = next,
+        }
+        match next {
+            // SAFETY: as above.
+            Some(next) => unsafe { next.as_ref() }
+                .links
+                .with_mut(|links| unsafe { (*links).prev = prev }),
+            None => self.tail = prev,
+        }
+        if self.walk == Some(node) {
+            self.walk = next;
+        }
+    }
+
+    /// The node after `node`.
+    ///
+    /// # Safety
+    /// Inside the section; `node` is listed.
+    unsafe fn next(node: NonNull<Node>) -> Option<NonNull<Node>> {
+        // SAFETY: the caller's.
+        unsafe { node.as_ref() }
+            .links
+            .with(|links| unsafe { (*links).next })
+    }
+}
+
+/// One section's worth of a serving walk.
+enum Step {
+    /// Resolved a request: its waker, if the owner was not registering.
+    Resolved(Option<Waker>),
+    /// Passed a request the walk leaves waiting.
+    Skipped,
+    /// Nothing further.
+    Stop(Stop),
+}
+
+impl ListQueue {
+    loom_const_fn! {
+        pub(crate) fn new() -> ListQueue {
+            ListQueue {
+                role: Role::new(),
+                list: CriticalSection::new(List::new()),
+                parked: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    /// Unlinks `node` and resolves it with `outcome`; a grant's units are taken.
+    ///
+    /// # Safety
+    /// Inside the section (`list` is its value); `node` is listed.
+    unsafe fn resolve(list: &mut List, node: NonNull<Node>, outcome: usize) -> Step {
+        // SAFETY: the caller's.
+        unsafe { list.unlink(node) };
+        // SAFETY: listed until just now, and the owner cannot let go of it
+        // before it enters the section (invariant 3).
+        match unsafe { node.as_ref() }.status.resolve(outcome) {
+            Some(waker) => Step::Resolved(waker),
+            // Only a cancel resolves a node besides the server, and it unlinks
+            // it in the same section: a listed node is waiting.
+            None => unreachable!("a listed request was resolved"),
+        }
+    }
+
+    /// Resolves with the outcome `decide` gives (none: leave it waiting) every
+    /// listed request, from the head on, one section each. Returns `false` if
+    /// the wake batch filled first.
+    fn walk(&self, wakers: &mut WakeList, decide: impl Fn(usize) -> Option<usize>) -> bool {
+        self.list.with(|list| list.walk = list.head);
+        loop {
+            if wakers.is_full() {
+                return false;
+            }
+            let step = self.list.with(|list| {
+                let Some(node) = list.walk else {
+                    return Step::Stop(Stop::Empty);
+                };
+                // SAFETY: listed, so alive; its units never change.
+                match decide(unsafe { node.as_ref() }.units) {
+                    // SAFETY: inside the section, and listed.
+                    Some(outcome) => unsafe { Self::resolve(list, node, outcome) },
+                    None => {
+                        // SAFETY: as above.
+                        list.walk = unsafe { List::next(node) };
+                        Step::Skipped
+                    }
+                }
+            });
+            match step {
+                Step::Resolved(waker) => self.resolved(waker, wakers),
+                Step::Skipped => {}
+                Step::Stop(_) => return true,
+            }
+        }
+    }
+
+    /// Counts a resolved request out and queues its waker.
+    fn resolved(&self, waker: Option<Waker>, wakers: &mut WakeList) {
+        self.parked.fetch_sub(1, Ordering::Relaxed);
+        wakers.push(waker);
+    }
+}
+
+impl Queue for ListQueue {
+    type Slot = Slot;
+
+    fn role(&self) -> &Role {
+        &self.role
+    }
+
+    fn parked(&self) -> usize {
+        self.parked.load(Ordering::Relaxed)
+    }
+
+    fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
+        // SAFETY: the slot is not moved: the node is linked where it is pinned.
+        let slot = unsafe { slot.get_unchecked_mut() };
+        debug_assert_eq!(slot.node.units, units);
+        // SAFETY: not listed yet: the waker cell is the owner's.
+        unsafe { slot.node.status.set_waker(Some(waker)) };
+        slot.parked = true;
+        // Counted before it can be resolved, so the count never wraps.
+        self.parked.fetch_add(1, Ordering::Relaxed);
+        let node = NonNull::from(&slot.node);
+        // SAFETY: inside the section; the node is pinned, alive until its owner
+        // cancels or finishes (both enter the section), and not listed.
+        self.list.with(|list| unsafe { list.push_back(node) });
+        let prev = state.join();
+        let oversize = self.role.sweep_if_oversize(state, units);
+        let resolved = slot.node.status.phase() != status::WAITING;
+        if oversize || join_needs_service(prev, units, resolved) {
+            self.serve(state);
+        }
+        slot.node.status.phase()
+    }
+
+    fn repoll(slot: &Slot, waker: &Waker) -> usize {
+        slot.node.status.register(waker)
+    }
+
+    fn finish(&self, slot: Pin<&mut Slot>) {
+        // SAFETY: nothing is moved.
+        let slot = unsafe { slot.get_unchecked_mut() };
+        if core::mem::take(&mut slot.parked) && Mechanism::FinishEntersCriticalSection.on() {
+            // The server that resolved the node did so in a section that ends
+            // before this one begins (invariant 3).
+            self.list.with(|_| ());
+        }
+    }
+
+    fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
+        // SAFETY: nothing is moved.
+        let slot = unsafe { slot.get_unchecked_mut() };
+        if !core::mem::take(&mut slot.parked) {
+            return 0;
+        }
+        let node = NonNull::from(&slot.node);
+        let phase = self.list.with(|list| {
+            let phase = slot.node.status.cancel();
+            if phase == status::WAITING {
+                // SAFETY: inside the section; a waiting node is listed.
+                unsafe { list.unlink(node) };
+            }
+            phase
+        });
+        match phase {
+            status::WAITING => {
+                // SAFETY: our cancel won.
+                let waker = unsafe { slot.node.status.take_waker() };
+                self.parked.fetch_sub(1, Ordering::Relaxed);
+                // It may have been the head, blocking requests that fit in the
+                // free units: then serve (invariant 5).
+                let now = state.load();
+                let units_free = available(now) > 0 || now & CLOSED != 0;
+                if units_free && Mechanism::CancelServes.on() {
+                    self.serve(state);
+                }
+                drop(waker); // user code, after all our work
+                0
+            }
+            status::GRANTED if Mechanism::CancelReleasesGrant.on() => slot.node.units,
+            _ => 0,
+        }
+    }
+
+    unsafe fn absorb(&self, _state: &State) {
+        // Nothing to take in: a park links its node itself.
+    }
+
+    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
+        self.walk(wakers, |units| {
+            (units > capacity).then_some(status::EXCEEDS)
+        })
+    }
+
+    unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
+        let done = self.walk(wakers, |units| match units {
+            0 if drained => Some(status::GRANTED),
+            // A drain waiter takes no units: it waits for every unit back.
+            0 => None,
+            _ => Some(status::CLOSED),
+        });
+        if !done {
+            Stop::BatchFull
+        } else if self.list.with(|list| list.head.is_some()) && Mechanism::DrainKeepsQueued.on() {
+            // Drain waiters are left: keep `QUEUED` for the release that brings
+            // the last unit back.
+            Stop::HeadDoesNotFit
+        } else {
+            Stop::Empty
+        }
+    }
+
+    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
+        loop {
+            if wakers.is_full() {
+                return Stop::BatchFull;
+            }
+            let step = self.list.with(|list| {
+                let Some(head) = list.head else {
+                    return Step::Stop(Stop::Empty);
+                };
+                // SAFETY: listed, so alive; its units never change.
+                let units = unsafe { head.as_ref() }.units;
+                let outcome = if units > state.capacity() {
+                    status::EXCEEDS
+                } else {
+                    match state.take_for_head(units) {
+                        HeadTake::Taken => status::GRANTED,
+                        // Left to the next pass's close, which a drain waiter
+                        // needs (as in `cells.rs`).
+                        HeadTake::Closed if Mechanism::ClosedMidPassWaits.on() => {
+                            return Step::Stop(Stop::HeadDoesNotFit);
+                        }
+                        HeadTake::Closed => status::CLOSED,
+                        // A shrink posted since this pass settled: it set
+                        // `ARRIVED`, so the pass goes round and pays it.
+                        HeadTake::Retiring => return Step::Stop(Stop::HeadDoesNotFit),
+                        HeadTake::DoesNotFit => return Step::Stop(Stop::HeadDoesNotFit),
+                    }
+                };
+                // SAFETY: inside the section; the head is listed.
+                unsafe { Self::resolve(list, head, outcome) }
+            });
+            match step {
+                Step::Resolved(waker) => self.resolved(waker, wakers),
+                Step::Skipped => {}
+                Step::Stop(stop) => return stop,
+            }
+        }
+    }
+}

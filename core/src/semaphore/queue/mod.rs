@@ -1,0 +1,115 @@
+//! The wait queue: where a request the fast path refused waits, in arrival
+//! order. Two implementations of one interface, [`Queue`]:
+//!
+//! - with `alloc`, [`cells`]: each request is a cell of a lock-free list of
+//!   segments ([`segments`]), in ticket order. Lock-free on every path.
+//! - without, [`list`]: each request is a node inside its pinned future, on an
+//!   intrusive list guarded by a critical section, held for a bounded number of
+//!   steps by each call. Safe from an interrupt handler.
+//!
+//! # What the serving pass may assume of a queue
+//!
+//! The pass (`serving.rs`) runs only in the serving role, one thread at a time,
+//! and calls [`absorb`](Queue::absorb), [`sweep_oversize`](Queue::sweep_oversize),
+//! [`close`](Queue::close) and [`grant_from_head`](Queue::grant_from_head). A queue
+//! promises it:
+//!
+//! 1. **Arrival order.** A request is in the queue before it joins in the state
+//!    word (`State::join`), and only the head is ever granted (FIFO).
+//! 2. **One resolution.** A request leaves `WAITING` once (`wait_status.rs`): a
+//!    grant, a close or an oversize failure by the pass, or a cancel by its
+//!    owner. The loser of a grant and a cancel gives the units back (the pass if
+//!    its grant lost, the owner if its cancel did).
+//! 3. **A stop that loses nothing.** `grant_from_head` stops at a head that does
+//!    not fit only so that a cancel of that head, coming after, sees the units
+//!    the pass saw, and serves.
+//! 4. **Bounded work.** Each call does a bounded amount of work per request it
+//!    resolves, and stops with [`Stop::BatchFull`] when the wake batch is full.
+//!    No user code (a waker) runs inside a call.
+//!
+//! The queue's owner-side calls ([`park`](Queue::park), [`repoll`](Queue::repoll),
+//! [`finish`](Queue::finish), [`cancel`](Queue::cancel)) never wait for the pass.
+
+#[cfg(feature = "alloc")]
+pub(crate) mod cells;
+#[cfg(not(feature = "alloc"))]
+pub(crate) mod list;
+#[cfg(feature = "alloc")]
+pub(crate) mod segments;
+
+use core::pin::Pin;
+use core::task::Waker;
+
+use super::serving::{Role, Stop};
+use super::state::State;
+use super::wake_list::WakeList;
+
+#[cfg(feature = "alloc")]
+pub(crate) use cells::{CellQueue as WaitQueue, Slot};
+#[cfg(not(feature = "alloc"))]
+pub(crate) use list::{ListQueue as WaitQueue, Slot};
+
+/// A wait queue: the owner's side (park, re-poll, finish, cancel) and the
+/// serving pass's (absorb, sweep, close, grant). See the module docs for what
+/// each side may assume.
+pub(crate) trait Queue {
+    /// What an acquire future holds of its parked request (structurally pinned).
+    type Slot;
+
+    /// The serving role, which guards the queue's pass.
+    fn role(&self) -> &Role;
+
+    /// Requests parked right now, for diagnostics.
+    fn parked(&self) -> usize;
+
+    /// Serves the queue now, or leaves it to the thread that is serving.
+    fn serve(&self, state: &State)
+    where
+        Self: Sized,
+    {
+        self.role().serve(state, self);
+    }
+
+    /// Parks a request the fast path refused: enqueues it, joins, and asks for
+    /// service if the join shows it could be resolved now. Returns its phase
+    /// (`WAITING` unless it was resolved meanwhile).
+    fn park(&self, state: &State, slot: Pin<&mut Self::Slot>, units: usize, waker: Waker) -> usize;
+
+    /// A re-poll of a parked request: its phase, with `waker` registered if it
+    /// is still waiting. Lock-free in both queues.
+    fn repoll(slot: &Self::Slot, waker: &Waker) -> usize;
+
+    /// The owner has read its request's final phase: it lets go of its place.
+    fn finish(&self, slot: Pin<&mut Self::Slot>);
+
+    /// Gives up a parked request (its future is being dropped). Returns the units
+    /// of a grant it had not taken, for the caller to release.
+    fn cancel(&self, state: &State, slot: Pin<&mut Self::Slot>) -> usize;
+
+    /// Takes in what arrived since the last pass.
+    ///
+    /// # Safety
+    /// The caller holds the role.
+    unsafe fn absorb(&self, state: &State);
+
+    /// Fails with `EXCEEDS` every waiting request for more than `capacity`.
+    /// Returns `false` if the wake batch filled first.
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool;
+
+    /// After a close: fails every request with `CLOSED`, and grants the drain
+    /// waiters (requests of 0 units) if `drained`, else leaves them waiting.
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop;
+
+    /// Grants from the head while it fits; a head that asks for more than the
+    /// capacity fails with `EXCEEDS`.
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop;
+}
