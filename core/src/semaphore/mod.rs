@@ -1,99 +1,44 @@
 //! The weighted, FIFO-fair semaphore.
 //!
-//! # Implementation notes
+//! # Parts
 //!
-//! ## Parts
-//!
-//! - `state.rs`: one atomic word, `available << 4 | RETIRING | ARRIVED | QUEUED |
-//!   CLOSED`. Every fast path is one read-modify-write on it.
-//! - `wait_status.rs`: a parked request's status word and waker; the phase leaves
-//!   `WAITING` exactly once (granted, closed, exceeds or cancelled), by one CAS.
+//! - `state.rs`: the state word (free units and four flags). Every fast path,
+//!   `try_acquire`, the first poll of `acquire` and release, is one
+//!   read-modify-write on it, in every build.
+//! - `queue/`: where a refused request waits, in arrival order, behind one
+//!   interface: with `alloc` a lock-free list of segments of cells, without it
+//!   an intrusive list guarded by a critical section. Its module doc says what
+//!   the serving pass may assume of a queue.
 //! - `serving.rs`: the serving role (whoever finds it free serves, whoever finds
-//!   it taken leaves the work to the holder and returns) and the pass it makes.
-//! - With `alloc`, `cell_queue.rs` on `segments.rs`: each parked request is a
-//!   cell of a lock-free list of segments, in ticket order; the server walks the
-//!   cells with the list's cursor, and a cancel that completes a segment removes
-//!   it. Without, `queue.rs` on `waiter.rs`: nodes inside the futures, pushed onto
-//!   two lock-free stacks that the server takes and links.
-//! - `acquire.rs`, `permit.rs`: the futures and permits built on the above.
+//!   it taken leaves the work to the holder) and the pass it makes.
+//! - `wait_status.rs`: a parked request's status word and waker: it leaves
+//!   `WAITING` once, by one CAS, and its waker is woken at most once.
+//! - `acquire.rs`, `permit.rs`, `drain.rs`, `blocking.rs`: what users hold.
 //!
-//! ## The paths (with `alloc`)
+//! # Invariants
 //!
-//! - **Acquire fast path** (`try_acquire`, the first poll of `acquire`): a CAS that
-//!   takes `n` units if `QUEUED`, `RETIRING` and `CLOSED` are clear and
-//!   `available >= n`.
-//! - **Release**: a `fetch_add` of the units. Only if units are owed to the queue
-//!   (`QUEUED` or `RETIRING` was set) does the releaser ask for service.
-//! - **Park** (a first poll the fast path refused): claim a ticket (a CAS on the
-//!   list's tail; one in 31 also allocates the next segment), write the units and
-//!   the waker into its cell and publish it (a CAS `EMPTY → WAITING`), then
-//!   *join*: one `fetch_or` of `QUEUED | ARRIVED`. Then ask for service only if
-//!   the join found the semaphore closed, or found nobody queued and the units
-//!   free (they came back between the refused fast path and the join), or the
-//!   request already resolved (a server granted it before the join).
-//! - **Re-poll**: swap the waker in the cell (`WaitStatus::register`), no lock.
-//! - **Cancel** (a parked future dropped): CAS the cell's phase to `CANCELLED`; if
-//!   that wins, give the ticket back counted as cancelled (the cancel that
-//!   completes a segment removes it from the list), then ask for service if a
-//!   unit is free (the request may have been the head blocking others); if a
-//!   grant won, release the units; if a close won, nothing.
-//! - **Close**: `fetch_or(CLOSED)`, and ask for service if `QUEUED` was set.
-//! - **Serve** (the role holder): clear `ARRIVED`, then at the cursor skip what
-//!   is done and grant the head while it fits: a CAS takes its units, a CAS on its
-//!   phase publishes `GRANTED`, its waker goes into a batch woken after the role
-//!   is released. A cell claimed but not yet published is broken (`EMPTY →
-//!   BROKEN`, its owner claims again) if units are free, so a descheduled parker
-//!   holds up nobody. If the queue ran empty, clear `QUEUED` with a CAS that fails
-//!   if `ARRIVED` was set again (a parker joined meanwhile), and look again.
+//! Each is stated, with its argument, in the module it governs:
 //!
-//! ## Invariants
+//! 1. `held + available + granted-not-yet-taken == capacity`, and units in use
+//!    never exceed the capacity: units move only by a take that checks they are
+//!    there, or by a release (`state.rs`).
+//! 2. Arrival order is queue order, and only the head is granted (`queue/`).
+//! 3. No barging and no lost wake-up: `QUEUED` stays set while anyone waits, and
+//!    every event that can make the head fit asks for service, which is never
+//!    lost (`serving.rs`).
+//! 4. A request is resolved once and woken at most once (`wait_status.rs`).
 //!
-//! 1. `held + available + granted-not-yet-taken == capacity`, where *held* sums the
-//!    live permits and *granted-not-yet-taken* the requests in phase `GRANTED`
-//!    whose future has not yet turned them into a permit (or released them).
-//!    Units move only by a take (a CAS that checks they are there) or a release.
-//! 2. `available <= capacity`: units in use never exceed the capacity.
-//! 3. Arrival order is ticket order: a request publishes its cell before it joins,
-//!    and only the cell at the cursor is ever granted.
-//! 4. No barging: once a parker's join is done, `QUEUED` stays set until its
-//!    request is resolved and the server, with nothing left at the cursor, clears
-//!    it by a CAS that fails if anyone joined after the server's pass began.
-//! 5. No lost wake-up: every event that can make the head fit — a release with
-//!    `QUEUED` set, a close, a cancel (the head may go), a join that found the
-//!    units free — asks for service, and a request for service is never lost: it
-//!    takes the role or sets `PENDING`, which the holder reads when it lets go.
-//!    A server stops only at a head that does not fit (re-read by a
-//!    read-modify-write, so a cancel of it sees the units the server saw) or at
-//!    an unpublished cell with no unit free.
-//! 6. No needless wake-up, and at most one per request: a waker is taken only by
-//!    the CAS that resolves the request, which happens once.
-//! 7. Every segment is freed exactly once, when the last of its tickets, links
-//!    and walkers lets go of it (`segments.rs`).
+//! # Progress
 //!
-//! ## Progress
+//! With `alloc`, no operation waits for another thread: each finishes in a
+//! bounded number of its own steps (a CAS retry counts as a step another
+//! thread's success caused), or hands the rest to the role holder. A
+//! descheduled thread holds up nobody; `queue/cells.rs` says why for each of
+//! its steps. Without `alloc`, the queue's critical section is held for a
+//! bounded number of steps by each call, and nothing else waits: no drop waits
+//! for a serving pass (`queue/list.rs`). docs/design.md argues both.
 //!
-//! With `alloc`, no operation waits for another thread: each but serving finishes
-//! in a bounded number of its own steps, counting a CAS retry as a step that
-//! another thread's success caused (lock-free). Asking for service is one CAS on
-//! the role word; the work goes to whichever thread holds the role. A descheduled
-//! thread holds up nobody: a parker descheduled before it published has its cell
-//! broken by a server with units to give; one descheduled after has published;
-//! a canceller has cancelled in one CAS and its segment's removal is finished by
-//! any thread that meets it; a descheduled server delays only grants that were
-//! waiting for it anyway, and memory: cancelled cells are let go of by their
-//! cancels, so what is held is the segments with a live request plus a few per
-//! thread.
-//!
-//! Without `alloc`, nodes live in the futures, and a future's drop waits (spins)
-//! until the server has let go of its node: the one wait in the crate, never on a
-//! path a std user takes.
-//!
-//! ## Memory orderings
-//!
-//! Each atomic operation's ordering is given, with its reason, beside it:
-//! `state.rs` for the state word, `wait_status.rs` for a request's status,
-//! `serving.rs` for the role, `segments.rs` for the list, `queue.rs` for the
-//! stacks.
+//! Each atomic operation's ordering is given, with its reason, beside it.
 
 mod acquire;
 #[cfg(feature = "std")]
@@ -158,12 +103,12 @@ use wait_status::status;
 ///
 /// # Implementation notes
 ///
-/// Lock-free on every path with `alloc`: a parked request is a cell in a list of
-/// segments (one allocation per 31 parks), so a dropped future marks its cell
-/// cancelled and leaves without waiting for anyone, and the cancel that
-/// completes a segment removes it; the queue is served by whichever thread finds
-/// the serving role free, and the rest hand it their work. `docs/design.md` has
-/// the algorithm and the argument for each property.
+/// Lock-free on every path with `alloc`: a dropped future marks its request
+/// cancelled and leaves without waiting for anyone, and the queue is served by
+/// whichever thread finds the serving role free, while the rest hand it their
+/// work. Without `alloc` the queue is guarded by a critical section, held for a
+/// bounded number of steps. `docs/design.md` has the algorithm and the argument
+/// for each property.
 pub struct Semaphore {
     state: State,
     queue: WaitQueue,

@@ -18,6 +18,14 @@
 //!    release serves again.
 //! 3. No user code runs in the role: wakers are collected in a [`WakeList`] and
 //!    woken after it is released.
+//! 4. No barging: once a parker has joined, `QUEUED` stays set until its request
+//!    is resolved and a server, with nothing left in the queue, clears it by a
+//!    CAS that fails if anyone joined after its pass began.
+//! 5. No lost wake-up: every event that can make the head fit asks for service
+//!    (a release with `QUEUED` set, a close, a won cancel with a unit free, a
+//!    join that found the units free or its request resolved), and a request
+//!    for service is never lost: it takes the role or sets `PENDING`, which the
+//!    holder reads when it lets go.
 
 use super::queue::Queue;
 use super::state::{available, State, CLOSED, QUEUED, RETIRING};
