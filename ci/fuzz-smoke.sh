@@ -9,7 +9,8 @@
 # Without them it fails: a check that cannot run is not a pass (.ci/run installs
 # both).
 #
-# The corpus is also replayed on stable by `cargo test -p admit --test fuzz_corpus`,
+# The targets replay their inputs against the models of model/ (admit-model); the
+# corpus is also replayed on stable by `cargo test -p admit-model --test corpus`,
 # which needs neither.
 set -euo pipefail
 

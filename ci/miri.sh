@@ -14,3 +14,6 @@ cargo +nightly miri test -p admit --lib --tests "$@"
 cargo +nightly miri test -p admit --no-default-features --features critical-section --lib --tests "$@"
 # The threaded hammer again under eight more schedules.
 MIRIFLAGS="$MIRIFLAGS -Zmiri-many-seeds=1..9" cargo +nightly miri test -p admit --test hammer "$@"
+# The model replays (model/tests/corpus.rs; under miri the sweeps shrink and the
+# corpus files are skipped) drive the core through every operation of both models.
+cargo +nightly miri test -p admit-model --tests "$@"

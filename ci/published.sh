@@ -1,5 +1,5 @@
 # The crates published to crates.io, in dependency order (sourced by the release
-# checks). demo, benches and fuzz are publish = false.
+# checks). demo, benches, model and fuzz are publish = false.
 PUBLISHED=(admit admit-http admit-tokio admit-smol admit-async-std admit-metrics admit-tower)
 
 # The directory of each published crate, by name.

@@ -1,14 +1,11 @@
 //! Operation sequences on one `Gate` with a manual clock: acquires with ceilings
 //! and cancellation signals, `try_acquire`, polls, drops, signal fires, clock
-//! advances, releases and close, replayed against the gate model of
-//! `core/tests/model/gate.rs` (shed counts per source, admits, releases, wakes).
-//! The first two bytes pick the capacity and the wait budget; the rest decode as
-//! `GateOp`s until the bytes run out.
+//! advances, releases and close, replayed against the gate model
+//! `admit_model::gate` (`model/src/gate.rs`; shed counts per source, admits,
+//! releases, wakes). The first two bytes pick the capacity and the wait budget; the
+//! rest decode as `GateOp`s until the bytes run out.
 #![no_main]
 
-#[path = "../../core/tests/model/mod.rs"]
-mod model;
-
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    model::gate::replay_gate_bytes(data);
+    admit_model::gate::replay_gate_bytes(data);
 });

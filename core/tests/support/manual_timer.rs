@@ -1,6 +1,6 @@
 //! A manual clock for deterministic tests: time moves only when the test calls
-//! [`ManualTimer::advance`]. Self-contained (std and `admit` only), so other
-//! harnesses (the fuzz target) can include it with `#[path]`.
+//! [`ManualTimer::advance`]. Self-contained (std and `admit` only): the model crate
+//! (`model/src/lib.rs`) includes it with `#[path]` for the gate model.
 
 use std::future::Future;
 use std::pin::Pin;

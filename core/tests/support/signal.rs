@@ -1,4 +1,5 @@
-//! A one-shot cancellation signal a test fires by hand.
+//! A one-shot cancellation signal a test fires by hand. Self-contained (std only):
+//! the model crate (`model/src/lib.rs`) includes it with `#[path]` for the gate model.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +13,7 @@ pub struct Trigger {
 }
 
 impl Trigger {
+    /// A signal not yet fired.
     pub fn new() -> Self {
         Self::default()
     }

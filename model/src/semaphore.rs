@@ -2,10 +2,9 @@
 //! operation sequences against the real [`admit::Semaphore`], through its public API
 //! only.
 //!
-//! Shared test support: `tests/fuzz_corpus.rs` replays the committed corpus and a
-//! random sweep with it on stable, and the cargo-fuzz targets
-//! `fuzz/fuzz_targets/{semaphore_ops,gate_ops}.rs` include this file by path. No
-//! `#[test]`s live here. The gate's model is in [`gate`].
+//! The cargo-fuzz target `semaphore_ops` replays fuzzer bytes with
+//! [`replay_bytes`], and `tests/corpus.rs` the committed corpus, sweeps and named
+//! cases. The gate's model is in [`crate::gate`].
 //!
 //! # The model
 //!
@@ -61,24 +60,21 @@
 //! waker clone (each counting waker's `Arc` is unique again).
 //!
 //! The lifecycle operations found three core bugs, now fixed, with regressions in
-//! `tests/model_findings.rs`.
-
-// Shared by the corpus test and the fuzz targets; each uses a part.
-#![allow(dead_code)]
-
-pub mod gate;
+//! `core/tests/model_findings.rs`.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 
 use admit::{
     Acquire, AcquireError, AcquireOwned, Drain, OwnedPermit, Permit, Semaphore, TryAcquireError,
 };
 use arbitrary::{Arbitrary, Unstructured};
+
+use crate::counting_waker::CountingWaker;
+use crate::pick;
 
 /// At most this many acquire futures are alive at once (more than one wake batch
 /// of the core, so a close or a large release must wake in several batches).
@@ -94,7 +90,7 @@ pub const MAX_CAPACITY: usize = 64;
 /// One step of a replayed sequence. Indices are taken modulo the number of live
 /// waiters (or held permits); a step with nothing to act on does nothing.
 ///
-/// Decoded from bytes by [`Op::SELECTOR`]: one byte picks the variant, with
+/// Decoded from bytes by `Op::SELECTOR`: one byte picks the variant, with
 /// weights that favour building queues (acquires and polls) over ending them
 /// (closes and drains), then the fields are read with `Arbitrary`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -427,28 +423,6 @@ pub fn replay(capacity: u8, ops: &[Op]) -> Stats {
     }
     h.drain();
     h.stats
-}
-
-/// A waker that counts its calls.
-#[derive(Debug, Default)]
-struct CountingWaker {
-    wakes: AtomicUsize,
-}
-
-impl CountingWaker {
-    fn count(&self) -> usize {
-        self.wakes.load(Ordering::SeqCst)
-    }
-}
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.wakes.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 /// A live acquire future, borrowed or owned, or a drain.
@@ -1161,13 +1135,6 @@ impl<'a> Harness<'a> {
         }
     }
 
-    fn waiter(&self, key: u64) -> &Waiter<'a> {
-        self.waiters
-            .iter()
-            .find(|w| w.key == key)
-            .expect("model: queued key has no live waiter")
-    }
-
     fn waiter_mut(&mut self, key: u64) -> &mut Waiter<'a> {
         self.waiters
             .iter_mut()
@@ -1294,8 +1261,4 @@ impl<'a> Harness<'a> {
             self.step, self.last_op, self.capacity
         );
     }
-}
-
-fn pick(raw: u8, len: usize) -> Option<usize> {
-    (len > 0).then(|| usize::from(raw) % len)
 }

@@ -1,7 +1,6 @@
 //! A reference model of the gate contract and a deterministic replay against the
-//! real [`admit::Gate`], on the manual clock of `tests/support/manual_timer.rs`
-//! and the hand-fired signal of `tests/support/signal.rs` (both included by path,
-//! so the fuzz target `gate_ops` can use them too).
+//! real [`admit::Gate`], on the [`ManualTimer`] clock, with a hand-fired
+//! [`Trigger`] as each acquire's cancellation signal.
 //!
 //! The model is the semaphore model (a counter and a FIFO queue) plus, per waiter,
 //! the instant it parked, its deadline (`min(ceiling, wait budget)` later) and its
@@ -61,7 +60,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use admit::{
@@ -70,19 +69,20 @@ use admit::{
 };
 use arbitrary::{Arbitrary, Unstructured};
 
-#[path = "../support/manual_timer.rs"]
-mod manual_timer;
-#[path = "../support/signal.rs"]
-mod signal;
-
-use manual_timer::ManualTimer;
-use signal::{Fired, Trigger};
+use crate::counting_waker::CountingWaker;
+use crate::manual_timer::ManualTimer;
+use crate::overload::{micros_of, ModelCodel, ModelPace};
+use crate::pick;
+use crate::signal::{Fired, Trigger};
 
 admit::sources! {
     /// The call sites of the replayed gate.
     pub enum Site {
+        /// `"a"`.
         A => "a",
+        /// `"b"`.
         B => "b",
+        /// `"c"`.
         C => "c",
     }
 }
@@ -93,8 +93,8 @@ pub const MAX_LIVE_WAITERS: usize = 48;
 /// One step of a replayed gate sequence. Indices are taken modulo the number of
 /// live waiters (or held permits); a step with nothing to act on does nothing.
 ///
-/// Decoded as [`Op`](super::Op) is: a selector byte picks the variant by
-/// [`GateOp::SELECTOR`]'s weights, then the fields are read with `Arbitrary`.
+/// Decoded as [`Op`](crate::semaphore::Op) is: a selector byte picks the variant by
+/// `GateOp::SELECTOR`'s weights, then the fields are read with `Arbitrary`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateOp {
     /// Creates `gate.acquire(units, site)` with an `until` signal, and with
@@ -453,25 +453,6 @@ impl Observer for Recorder {
 
     fn on_capacity(&self, e: &CapacityEvent) {
         self.push(Event::Capacity(e.capacity));
-    }
-}
-
-#[derive(Debug, Default)]
-struct CountingWaker(AtomicUsize);
-
-impl CountingWaker {
-    fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -1373,121 +1354,4 @@ impl<'g> GateHarness<'g> {
             self.step, self.last_op, self.capacity, self.budget
         );
     }
-}
-
-/// The gate's mean hold of a unit, with the same `f32` steps.
-#[derive(Debug, Default)]
-struct ModelPace {
-    mean: Option<f32>,
-    folded: u32,
-}
-
-impl ModelPace {
-    fn record(&mut self, units: usize, held: Duration, capacity: usize) {
-        // Twice the capacity, within 16 and 1024 units.
-        let window = u32::try_from(capacity * 2).unwrap_or(1024).clamp(16, 1024);
-        let units = u32::try_from(units).unwrap_or(window).min(window);
-        // Past the window (which a shrink may have lowered) the count stays.
-        let n = if self.folded < window {
-            self.folded = (self.folded + units).min(window);
-            self.folded
-        } else {
-            window
-        };
-        let weight = units as f32 / n as f32;
-        let sample = held.as_secs_f32();
-        self.mean = Some(match self.mean {
-            None => sample,
-            Some(mean) => mean + (sample - mean) * weight,
-        });
-    }
-
-    fn mean_hold(&self) -> Option<Duration> {
-        self.mean.map(|m| micros_of(f64::from(m)))
-    }
-}
-
-/// CoDel's state as the gate keeps it: the end of the interval (in wrapping
-/// microseconds), the shortest wait in it, and whether the gate is overloaded.
-#[derive(Debug)]
-struct ModelCodel {
-    target: Duration,
-    overloaded: bool,
-    end: u32,
-    shortest: Option<u32>,
-    /// The interval saw the queue empty.
-    emptied: bool,
-    /// Overloaded: intervals in a row that saw the queue empty.
-    calm: u32,
-    /// The interval shed a request.
-    shed: bool,
-}
-
-impl ModelCodel {
-    fn new(target: Duration) -> Self {
-        Self {
-            target,
-            overloaded: false,
-            end: 0,
-            shortest: None,
-            emptied: false,
-            calm: 0,
-            shed: false,
-        }
-    }
-
-    fn interval(&self, mean_hold: Option<Duration>) -> Duration {
-        mean_hold
-            .map(|m| m * 2)
-            .unwrap_or(self.target)
-            .clamp(Duration::from_micros(100), Duration::from_secs(60))
-    }
-
-    /// Returns the new state if this wait changed it.
-    fn observe(
-        &mut self,
-        waited: Duration,
-        empty: bool,
-        now: Duration,
-        mean: Option<Duration>,
-    ) -> Option<bool> {
-        let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX - 1);
-        let stamp = |d: Duration| d.as_micros() as u32;
-        let ahead = self.end.wrapping_sub(stamp(now));
-        if ahead == 0 || ahead > us(Duration::from_secs(60)) {
-            self.end = stamp(now + self.interval(mean));
-            // Entered above the target; left after two intervals in a row that
-            // saw the queue empty.
-            let shed = core::mem::take(&mut self.shed);
-            let emptied = core::mem::replace(&mut self.emptied, empty) && !shed;
-            let overloaded = if !self.overloaded {
-                self.shortest.is_some_and(|s| s > us(self.target))
-            } else if emptied {
-                self.calm += 1;
-                self.calm < 2
-            } else {
-                self.calm = 0;
-                true
-            };
-            if !overloaded {
-                self.calm = 0;
-            }
-            self.shortest = Some(us(waited));
-            let changed = overloaded != self.overloaded;
-            self.overloaded = overloaded;
-            return changed.then_some(overloaded);
-        }
-        self.shortest = Some(self.shortest.map_or(us(waited), |s| s.min(us(waited))));
-        self.emptied |= empty;
-        None
-    }
-}
-
-/// Seconds to the nearest microsecond, as the gate rounds its estimate.
-fn micros_of(secs: f64) -> Duration {
-    Duration::from_micros((secs * 1e6 + 0.5) as u64)
-}
-
-fn pick(raw: u8, len: usize) -> Option<usize> {
-    (len > 0).then(|| usize::from(raw) % len)
 }

@@ -1,17 +1,12 @@
-//! Replays the fuzz corpus and a bounded random sweep against the reference model
-//! (`tests/model/mod.rs`) on stable, so CI exercises the `semaphore_ops` fuzz
-//! target without nightly. Also holds named regression sequences.
-// Needs the `alloc` feature (the feature powerset builds every test target).
-#![cfg(feature = "alloc")]
-// Test code, never built without std: the `core`/`alloc` path lints do not apply.
-#![allow(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
-
-mod model;
+//! Replays the fuzz corpus (`fuzz/corpus/<target>/`) and bounded seeded sweeps
+//! against the reference models of this crate on stable, so CI exercises the
+//! `semaphore_ops` and `gate_ops` fuzz targets without nightly. Also holds named
+//! regression sequences, and checks the hand-written seeds byte for byte.
 
 use std::path::Path;
 
-use model::gate::{replay_gate, replay_gate_bytes, GateCase, GateOp, GateStats};
-use model::{replay, replay_bytes, Case, Op, Stats};
+use admit_model::gate::{replay_gate, replay_gate_bytes, GateCase, GateOp, GateStats};
+use admit_model::semaphore::{replay, replay_bytes, replay_case, Case, Op, Stats};
 
 /// Every file of `fuzz/corpus/semaphore_ops/` replays without a disagreement.
 #[test]
@@ -632,7 +627,7 @@ fn seed(name: &str) -> Stats {
         .into_iter()
         .find(|(n, _)| *n == name)
         .expect("a seed of that name");
-    model::replay_case(&case)
+    replay_case(&case)
 }
 
 /// A shrink below the units in use: nothing is granted until the debt is paid.

@@ -1,0 +1,127 @@
+//! The gate's overload rule as the gate model follows it, step for step: the
+//! mean hold of a unit ([`ModelPace`], in the gate's `f32` arithmetic) and CoDel's
+//! state ([`ModelCodel`]: the shortest wait of each interval, entered above the
+//! target, left after two intervals in a row that saw the queue empty and shed
+//! nobody). What the gate model predicts from them is in [`crate::gate`]'s
+//! module docs, "Overload".
+
+use std::time::Duration;
+
+/// The gate's mean hold of a unit, with the same `f32` steps.
+#[derive(Debug, Default)]
+pub(crate) struct ModelPace {
+    /// The mean hold of a unit, in seconds; `None` before the first release.
+    pub(crate) mean: Option<f32>,
+    folded: u32,
+}
+
+impl ModelPace {
+    /// Folds in a release of `units` held for `held`.
+    pub(crate) fn record(&mut self, units: usize, held: Duration, capacity: usize) {
+        // Twice the capacity, within 16 and 1024 units.
+        let window = u32::try_from(capacity * 2).unwrap_or(1024).clamp(16, 1024);
+        let units = u32::try_from(units).unwrap_or(window).min(window);
+        // Past the window (which a shrink may have lowered) the count stays.
+        let n = if self.folded < window {
+            self.folded = (self.folded + units).min(window);
+            self.folded
+        } else {
+            window
+        };
+        let weight = units as f32 / n as f32;
+        let sample = held.as_secs_f32();
+        self.mean = Some(match self.mean {
+            None => sample,
+            Some(mean) => mean + (sample - mean) * weight,
+        });
+    }
+
+    /// The mean hold of a unit, rounded as the gate rounds it.
+    pub(crate) fn mean_hold(&self) -> Option<Duration> {
+        self.mean.map(|m| micros_of(f64::from(m)))
+    }
+}
+
+/// CoDel's state as the gate keeps it: the end of the interval (in wrapping
+/// microseconds), the shortest wait in it, and whether the gate is overloaded.
+#[derive(Debug)]
+pub(crate) struct ModelCodel {
+    /// The overload target.
+    pub(crate) target: Duration,
+    /// Whether the gate is overloaded.
+    pub(crate) overloaded: bool,
+    end: u32,
+    shortest: Option<u32>,
+    /// The interval saw the queue empty.
+    emptied: bool,
+    /// Overloaded: intervals in a row that saw the queue empty.
+    calm: u32,
+    /// The interval shed a request.
+    pub(crate) shed: bool,
+}
+
+impl ModelCodel {
+    /// Not overloaded, no interval yet.
+    pub(crate) fn new(target: Duration) -> Self {
+        Self {
+            target,
+            overloaded: false,
+            end: 0,
+            shortest: None,
+            emptied: false,
+            calm: 0,
+            shed: false,
+        }
+    }
+
+    fn interval(&self, mean_hold: Option<Duration>) -> Duration {
+        mean_hold
+            .map(|m| m * 2)
+            .unwrap_or(self.target)
+            .clamp(Duration::from_micros(100), Duration::from_secs(60))
+    }
+
+    /// Returns the new state if this wait changed it.
+    pub(crate) fn observe(
+        &mut self,
+        waited: Duration,
+        empty: bool,
+        now: Duration,
+        mean: Option<Duration>,
+    ) -> Option<bool> {
+        let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX - 1);
+        let stamp = |d: Duration| d.as_micros() as u32;
+        let ahead = self.end.wrapping_sub(stamp(now));
+        if ahead == 0 || ahead > us(Duration::from_secs(60)) {
+            self.end = stamp(now + self.interval(mean));
+            // Entered above the target; left after two intervals in a row that
+            // saw the queue empty.
+            let shed = core::mem::take(&mut self.shed);
+            let emptied = core::mem::replace(&mut self.emptied, empty) && !shed;
+            let overloaded = if !self.overloaded {
+                self.shortest.is_some_and(|s| s > us(self.target))
+            } else if emptied {
+                self.calm += 1;
+                self.calm < 2
+            } else {
+                self.calm = 0;
+                true
+            };
+            if !overloaded {
+                self.calm = 0;
+            }
+            self.shortest = Some(us(waited));
+            let changed = overloaded != self.overloaded;
+            self.overloaded = overloaded;
+            return changed.then_some(overloaded);
+        }
+        self.shortest = Some(self.shortest.map_or(us(waited), |s| s.min(us(waited))));
+        self.emptied |= empty;
+        None
+    }
+}
+
+/// Seconds to the nearest microsecond, as the gate rounds its estimate.
+pub(crate) fn micros_of(secs: f64) -> Duration {
+    Duration::from_micros((secs * 1e6 + 0.5) as u64)
+}
