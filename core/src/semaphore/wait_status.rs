@@ -87,7 +87,7 @@ impl WakerId {
 /// A status word and the waker it guards.
 pub(crate) struct WaitStatus {
     /// Phase and flags; see the module docs.
-    pub(crate) word: AtomicUsize,
+    word: AtomicUsize,
     /// # Safety
     /// See the module docs, "Who touches the waker".
     waker: UnsafeCell<Option<Waker>>,
@@ -115,6 +115,44 @@ impl WaitStatus {
     #[inline]
     pub(crate) fn phase(&self) -> usize {
         self.word.load(Ordering::Acquire) & status::PHASE
+    }
+
+    /// The phase, read by a read-modify-write (`AcqRel`), which is ordered with
+    /// the owner's cancel one way or the other: if the cancel comes after, it
+    /// sees everything this thread saw before the read, which a load would not
+    /// promise.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn phase_by_rmw(&self) -> usize {
+        self.word.fetch_add(0, Ordering::AcqRel) & status::PHASE
+    }
+
+    /// The owner publishes its request in a cell: `EMPTY → WAITING`. `Release`:
+    /// whoever reads `WAITING` with `Acquire` sees what the owner wrote before
+    /// (its units and waker). `false`: the server broke the cell first.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn publish(&self) -> bool {
+        self.word
+            .compare_exchange(
+                status::EMPTY,
+                status::WAITING,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// The server breaks a cell claimed but not published: `EMPTY → BROKEN`, so
+    /// that its cursor can move on. `false`: published meanwhile.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn break_unpublished(&self) -> bool {
+        self.word
+            .compare_exchange(
+                status::EMPTY,
+                status::BROKEN,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// The owner's re-poll: swaps in `waker` unless the request was resolved, then

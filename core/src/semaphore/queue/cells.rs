@@ -1,5 +1,5 @@
-//! The wait queue with `alloc`: each parked request is a cell of the segment
-//! list (`segments.rs`), in ticket order, and the server (the role holder,
+//! The wait queue with `alloc`: each parked request is a [`Cell`] of the
+//! segment list (`segments/`), in ticket order, and the server (the role holder,
 //! `serving.rs`) walks the cells with the list's cursor.
 //!
 //! - **Park**: claim a ticket, write the units and the waker into its cell,
@@ -36,29 +36,65 @@
 use core::pin::Pin;
 use core::task::Waker;
 
-use super::segments::{Cell, Segments, Ticket};
+use super::segments::{SegmentCell, Segments, Ticket};
 use super::Queue;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicUsize, Ordering};
+use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
 use crate::mechanism::Mechanism;
 use crate::semaphore::serving::{join_needs_service, Role, Stop};
 use crate::semaphore::state::{available, HeadTake, State, CLOSED};
-use crate::semaphore::wait_status::{status, WakerId};
+use crate::semaphore::wait_status::{status, WaitStatus, WakerId};
 use crate::semaphore::wake_list::WakeList;
 
 pub(crate) struct CellQueue {
     /// The serving role, which guards the list's cursor.
     pub(crate) role: Role,
     /// The cells.
-    pub(crate) segments: Segments,
+    pub(crate) segments: Segments<Cell>,
     /// Published, unresolved requests, for diagnostics.
     waiters: AtomicUsize,
 }
 
+/// One parked request's place, on a cache line of its own: consecutive tickets
+/// go to parkers running at the same time, and two cells on one line would have
+/// each one's publish, re-poll and cancel take the line from the other
+/// (docs/design.md, "Layout").
+#[repr(align(64))]
+pub(crate) struct Cell {
+    /// The request's phase and waker (`EMPTY` at birth).
+    status: WaitStatus,
+    /// The units asked for, written by the ticket holder before it publishes.
+    units: UnsafeCell<usize>,
+    /// Which waker the cell holds, kept by the ticket holder alone (the server
+    /// never touches it): a re-poll with an equivalent waker registers nothing.
+    registered: UnsafeCell<WakerId>,
+}
+
+impl SegmentCell for Cell {
+    fn fresh() -> Cell {
+        Cell {
+            status: WaitStatus::new(status::EMPTY),
+            units: UnsafeCell::new(0),
+            registered: UnsafeCell::new(WakerId::NONE),
+        }
+    }
+}
+
+// SAFETY: the status word is atomic, and the waker beside it is touched by the
+// rules of `wait_status.rs`; `units` is written by the ticket holder before it
+// publishes the cell (`Release`), and read only after an `Acquire` read of a
+// published phase; `registered` is the ticket holder's alone.
+unsafe impl Sync for Cell {}
+
+// The block the segment list is sized for: 31 cells of one line each and the
+// segment's header on one more fill 2 KiB (the crate's tests add a quarantine).
+#[cfg(not(test))]
+const _: () = assert!(super::segments::fills_one_block::<Cell>());
+
 /// What an acquire future holds of its parked request: its ticket.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    ticket: Option<Ticket>,
+    ticket: Option<Ticket<Cell>>,
 }
 
 impl Slot {
@@ -157,20 +193,6 @@ impl CellQueue {
         }
         done
     }
-
-    /// Breaks the unpublished cell at the cursor, so that the cursor can move
-    /// on; `false` if it was published meanwhile.
-    fn break_unpublished(cell: &Cell) -> bool {
-        cell.status
-            .word
-            .compare_exchange(
-                status::EMPTY,
-                status::BROKEN,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-    }
 }
 
 /// The units of a published cell.
@@ -211,18 +233,9 @@ impl Queue for CellQueue {
             unsafe { cell.status.set_waker(waker.take()) };
             // SAFETY: the ticket holder's alone.
             cell.registered.with_mut(|r| unsafe { *r = id });
-            // `Release`: the server's `Acquire` read of `WAITING` sees both.
-            if cell
-                .status
-                .word
-                .compare_exchange(
-                    status::EMPTY,
-                    status::WAITING,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
+            // `Release`: the server's `Acquire` read of `WAITING` sees the units
+            // and the waker.
+            if cell.status.publish() {
                 break ticket;
             }
             // Broken by a server: this arrival never happened. Take another.
@@ -323,7 +336,7 @@ impl Queue for CellQueue {
                 Err(stop) => return stop,
             };
             match cell.status.phase() {
-                status::EMPTY if !Self::break_unpublished(cell) => continue,
+                status::EMPTY if !cell.status.break_unpublished() => continue,
                 status::WAITING => {
                     // SAFETY: read with `Acquire`, published.
                     let units = unsafe { units_of(cell) };
@@ -387,12 +400,12 @@ impl Queue for CellQueue {
                                 // Stop, unless it was cancelled: a read-modify-
                                 // write, so that a cancel ordered after it sees
                                 // the state this pass saw (invariant 4).
-                                let now = if Mechanism::StopRereadsHead.on() {
-                                    cell.status.word.fetch_add(0, Ordering::AcqRel)
+                                let phase = if Mechanism::StopRereadsHead.on() {
+                                    cell.status.phase_by_rmw()
                                 } else {
-                                    cell.status.word.load(Ordering::Acquire)
+                                    cell.status.phase()
                                 };
-                                if now & status::PHASE == status::WAITING {
+                                if phase == status::WAITING {
                                     return Stop::HeadDoesNotFit;
                                 }
                                 continue;
@@ -409,7 +422,7 @@ impl Queue for CellQueue {
                         // that serves.
                         return Stop::HeadDoesNotFit;
                     }
-                    if !Self::break_unpublished(cell) {
+                    if !cell.status.break_unpublished() {
                         continue; // published meanwhile
                     }
                 }

@@ -1,45 +1,41 @@
-//! The next queue's segment list on its own (`semaphore/segments.rs`): the first
-//! segment's two tickets taken and published, two claimers both find it full, so
-//! each is a helper (one installs the next segment, either swings `tail`) and then
-//! takes a ticket of the next, while the cursor serves the first segment's cells
-//! and moves on, swinging `tail` itself if the helpers have not. Every ticket is
-//! served once, in ticket order; every segment is freed exactly once (loom's
-//! allocator reports a leak or a double free); a ticket's cell stays readable after
-//! the cursor has passed it, until the ticket is released.
+//! The loom model of the segment list on its own (`--cfg admit_loom`, two cells a
+//! segment): the first segment's two tickets taken and published, two claimers
+//! both find it full, so each is a helper (one installs the next segment, either
+//! swings `tail`) and then takes a ticket of the next, while the cursor serves
+//! the first segment's cells and moves on, swinging `tail` itself if the helpers
+//! have not. Every ticket is served once, in ticket order; every segment is freed
+//! exactly once (loom's allocator reports a leak or a double free); a ticket's
+//! cell stays readable after the cursor has passed it, until the ticket is
+//! released. Then the removals: completing cancels racing each other, the
+//! cursor, and a claim.
 
 use std::sync::Arc;
 use std::vec::Vec;
 
-use super::support::without;
-use crate::mechanism::Mechanism;
-use crate::semaphore::queue::segments::{Segments, Ticket, CELLS};
-use loom::sync::atomic::Ordering::{Acquire, Release};
 use loom::thread;
 
-const PUBLISHED: usize = 1;
-const SERVED: usize = 2;
-const CANCELLED: usize = 3;
+use super::{TestCell, CANCELLED, PUBLISHED, SERVED};
+use crate::loom_tests::support::without;
+use crate::mechanism::Mechanism;
+use crate::semaphore::queue::segments::{Segments, Ticket, CELLS};
 
 /// Claims a ticket and gives it up at once.
-fn claim_and_give_up(segments: &Segments) -> Ticket {
+fn claim_and_give_up(segments: &Segments<TestCell>) -> Ticket<TestCell> {
     let ticket = segments.claim();
-    ticket.cell().status.word.store(CANCELLED, Release);
+    ticket.cell().give_up();
     ticket
 }
 
 /// Claims a ticket and publishes `value` in its cell.
-fn claim_and_publish(segments: &Segments, value: usize) -> Ticket {
+fn claim_and_publish(segments: &Segments<TestCell>, value: usize) -> Ticket<TestCell> {
     let ticket = segments.claim();
-    let cell = ticket.cell();
-    // SAFETY: the cell is the ticket holder's until published.
-    cell.units.with_mut(|u| unsafe { *u = value });
-    cell.status.word.store(PUBLISHED, Release);
+    ticket.cell().publish(value);
     ticket
 }
 
 fn helpers_cross_a_boundary_while_the_cursor_passes() {
     assert_eq!(CELLS, 2, "the model is sized for two cells a segment");
-    let segments = Arc::new(Segments::new());
+    let segments = Arc::new(Segments::<TestCell>::new());
     let mut first: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
     // Served before anyone else runs: the cursor waits at the end of the first
     // segment, whose last ticket is released only after the cursor may have left.
@@ -51,8 +47,8 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
             thread::spawn(move || {
                 let ticket = claim_and_publish(&segments, value);
                 // The cursor may have served the cell and left its segment.
-                let status = ticket.cell().status.word.load(Acquire);
-                assert!(status == PUBLISHED || status == SERVED);
+                let state = ticket.cell().state();
+                assert!(state == PUBLISHED || state == SERVED);
                 segments.release(ticket);
                 value
             })
@@ -89,11 +85,11 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
 
 /// Serves cells in ticket order until the cursor meets one not yet published;
 /// returns their values.
-fn serve_published(segments: &Segments) -> Vec<usize> {
+fn serve_published(segments: &Segments<TestCell>) -> Vec<usize> {
     let mut served = Vec::new();
     // SAFETY: this thread is the only server.
     while let Some(cell) = unsafe { segments.current() } {
-        match cell.status.word.load(Acquire) {
+        match cell.state() {
             PUBLISHED => {}
             CANCELLED => {
                 // SAFETY: the only server; `cell` is not used again.
@@ -102,9 +98,8 @@ fn serve_published(segments: &Segments) -> Vec<usize> {
             }
             _ => break,
         }
-        // SAFETY: published with `Release`, read after the `Acquire`.
-        served.push(cell.units.with_mut(|u| unsafe { *u }));
-        cell.status.word.store(SERVED, Release);
+        // SAFETY: read `PUBLISHED` just now.
+        served.push(unsafe { cell.serve() });
         // SAFETY: the only server; `cell` is not used again.
         unsafe { segments.advance() };
     }
@@ -145,7 +140,7 @@ fn a_pass_before_the_swing_leaves_helpers_spinning() {
 /// cleaned up once, the list stays whole (the cursor then finds the ticket after
 /// them), and nothing leaks.
 fn adjacent_segments_complete_at_once() {
-    let segments = Arc::new(Segments::new());
+    let segments = Arc::new(Segments::<TestCell>::new());
     // A: 0 1 (live), B: 2 3, C: 4 5 (given up), D: 6 (live).
     let a: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
     let (b0, b1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
@@ -210,7 +205,7 @@ fn without_the_freeze_nothing_is_removed() {
 /// cancel walks from the cursor's segment to the given-up one's predecessor and
 /// splices it out; the cursor serves every live ticket in order.
 fn a_removal_races_the_cursor(live_in_front: usize) {
-    let segments = Arc::new(Segments::new());
+    let segments = Arc::new(Segments::<TestCell>::new());
     let live: Vec<_> = (0..live_in_front)
         .map(|v| claim_and_publish(&segments, v))
         .collect();
@@ -261,7 +256,7 @@ fn a_splice_under_the_cursor_loses_its_way() {
 /// splices. The claimer's ticket lands in the successor and is served; the
 /// removed segment goes.
 fn a_removal_at_the_tail_races_a_claim() {
-    let segments = Arc::new(Segments::new());
+    let segments = Arc::new(Segments::<TestCell>::new());
     // A: 0 1 (live), B: 2 3 (given up; the tail, full).
     let a: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
     let (b0, b1) = (claim_and_give_up(&segments), claim_and_give_up(&segments));
@@ -317,7 +312,7 @@ fn a_removal_walks_past_a_live_segment_to_its_own() {
 /// at 1, and the ticket never claimed would keep the segment alive for ever
 /// (the drop's check: "a segment leaked").
 fn first_claims_race_a_walk_from_head() {
-    let segments = Arc::new(Segments::new());
+    let segments = Arc::new(Segments::<TestCell>::new());
     let claimers: Vec<_> = (0..2)
         .map(|_| {
             let segments = segments.clone();
