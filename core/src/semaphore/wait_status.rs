@@ -268,6 +268,7 @@ impl WaitStatus {
     /// # Safety
     /// [`cancel`](Self::cancel) returned `WAITING` to this caller, or the caller
     /// owns the unpublished cell, or no server can reach the request.
+    #[inline]
     pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
         // SAFETY: the phase is `CANCELLED` (or the request was never published),
         // so the server's resolve fails and never touches the cell; the owner is

@@ -89,7 +89,9 @@ struct Links {
 
 /// What an acquire future holds of its request: the node, once parked.
 pub(crate) struct Slot {
-    node: Node,
+    /// Made at the first park, in place: an acquire granted at once writes
+    /// nothing here.
+    node: Option<Node>,
     /// Linked, or resolved and not finished: the owner's only.
     parked: bool,
     _pinned: PhantomPinned,
@@ -103,29 +105,46 @@ unsafe impl Send for Slot {}
 unsafe impl Sync for Slot {}
 
 impl Slot {
-    pub(crate) fn new(units: usize) -> Slot {
+    #[inline]
+    pub(crate) fn new(_units: usize) -> Slot {
         Slot {
-            node: Node {
-                status: WaitStatus::new(status::WAITING),
-                units,
-                links: UnsafeCell::new(Links {
-                    prev: None,
-                    next: None,
-                }),
-            },
+            node: None,
             parked: false,
             _pinned: PhantomPinned,
+        }
+    }
+
+    fn node(&self) -> &Node {
+        self.node.as_ref().expect("parked")
+    }
+}
+
+impl Node {
+    fn new(units: usize, waker: Waker) -> Node {
+        let status = WaitStatus::new(status::WAITING);
+        // SAFETY: not listed yet: the waker cell is the owner's.
+        unsafe { status.set_waker(Some(waker)) };
+        Node {
+            status,
+            units,
+            links: UnsafeCell::new(Links {
+                prev: None,
+                next: None,
+            }),
         }
     }
 }
 
 impl Drop for Slot {
+    #[inline]
     fn drop(&mut self) {
-        // SAFETY: the node is not listed and no server touches it (the owner
-        // finished or cancelled it, or never parked it), so the cell is ours.
-        // Taken here rather than by the field's drop so that loom sees the
-        // access, and reports a server still inside the node.
-        drop(unsafe { self.node.status.take_waker() });
+        if let Some(node) = &self.node {
+            // SAFETY: the node is not listed and no server touches it (the
+            // owner finished or cancelled it), so the cell is ours. Taken here
+            // rather than by the field's drop so that loom sees the access, and
+            // reports a server still inside the node.
+            drop(unsafe { node.status.take_waker() });
+        }
     }
 }
 
@@ -295,27 +314,27 @@ impl Queue for ListQueue {
     fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
         // SAFETY: the slot is not moved: the node is linked where it is pinned.
         let slot = unsafe { slot.get_unchecked_mut() };
-        debug_assert_eq!(slot.node.units, units);
-        // SAFETY: not listed yet: the waker cell is the owner's.
-        unsafe { slot.node.status.set_waker(Some(waker)) };
+        debug_assert!(slot.node.is_none(), "a request parks once");
+        // In place: the node is pinned with the slot from here on.
+        let node = &*slot.node.insert(Node::new(units, waker));
         slot.parked = true;
         // Counted before it can be resolved, so the count never wraps.
         self.parked.fetch_add(1, Ordering::Relaxed);
-        let node = NonNull::from(&slot.node);
+        let node_ptr = NonNull::from(node);
         // SAFETY: inside the section; the node is pinned, alive until its owner
         // cancels or finishes (both enter the section), and not listed.
-        self.list.with(|list| unsafe { list.push_back(node) });
+        self.list.with(|list| unsafe { list.push_back(node_ptr) });
         let prev = state.join();
         let oversize = self.role.sweep_if_oversize(state, units);
-        let resolved = slot.node.status.phase() != status::WAITING;
+        let resolved = node.status.phase() != status::WAITING;
         if oversize || join_needs_service(prev, units, resolved) {
             self.serve(state);
         }
-        slot.node.status.phase()
+        node.status.phase()
     }
 
     fn repoll(slot: &Slot, waker: &Waker) -> usize {
-        slot.node.status.register(waker)
+        slot.node().status.register(waker)
     }
 
     fn finish(&self, slot: Pin<&mut Slot>) {
@@ -334,19 +353,19 @@ impl Queue for ListQueue {
         if !core::mem::take(&mut slot.parked) {
             return 0;
         }
-        let node = NonNull::from(&slot.node);
+        let node = slot.node();
         let phase = self.list.with(|list| {
-            let phase = slot.node.status.cancel();
+            let phase = node.status.cancel();
             if phase == status::WAITING {
                 // SAFETY: inside the section; a waiting node is listed.
-                unsafe { list.unlink(node) };
+                unsafe { list.unlink(NonNull::from(node)) };
             }
             phase
         });
         match phase {
             status::WAITING => {
                 // SAFETY: our cancel won.
-                let waker = unsafe { slot.node.status.take_waker() };
+                let waker = unsafe { node.status.take_waker() };
                 self.parked.fetch_sub(1, Ordering::Relaxed);
                 // It may have been the head, blocking requests that fit in the
                 // free units: then serve (invariant 5).
@@ -358,7 +377,7 @@ impl Queue for ListQueue {
                 drop(waker); // user code, after all our work
                 0
             }
-            status::GRANTED if Mechanism::CancelReleasesGrant.on() => slot.node.units,
+            status::GRANTED if Mechanism::CancelReleasesGrant.on() => node.units,
             _ => 0,
         }
     }
