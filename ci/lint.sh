@@ -14,12 +14,22 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 # still resolve (they point to docs.rs there).
 RUSTDOCFLAGS="-D warnings" cargo doc -p admit --no-default-features --features critical-section --no-deps
 RUSTDOCFLAGS="-D warnings" cargo doc -p admit --no-default-features --features alloc --no-deps
-# The test-only builds: the loom models (both builds) and the shuttle schedules,
-# each with its cfg. (The tests without `alloc` are among the
-# `--all-targets --no-default-features` targets above.)
+# The test-only builds: the loom build of the core (both builds; `__loom` is its
+# test-only feature, which `loom-tests` enables) with the core's own models, the
+# `loom-tests` models (both builds), and the shuttle schedules, each with its
+# cfg. (The tests without `alloc` are among the `--all-targets
+# --no-default-features` targets above.)
+# (The core's integration tests are not built with the cfg: they use the API as
+# a dependent does, e.g. `const` constructors, which loom's atomics are not.)
 RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
-    cargo clippy -p admit --lib --tests -- -D warnings
+    cargo clippy -p admit --lib --features __loom -- -D warnings
 RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
-    cargo clippy -p admit --lib --tests --no-default-features --features critical-section -- -D warnings
+    cargo clippy -p admit --lib --profile test -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p admit --lib --no-default-features --features critical-section,__loom -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p loom-tests --all-targets -- -D warnings
+RUSTFLAGS="--cfg admit_loom" CARGO_TARGET_DIR=target-loom \
+    cargo clippy -p loom-tests --all-targets --no-default-features -- -D warnings
 RUSTFLAGS="--cfg admit_shuttle" CARGO_TARGET_DIR=target-shuttle \
     cargo clippy -p admit --lib --tests -- -D warnings

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Runs the loom models (core/src/loom_tests/, unit tests of the core built only with
-# --cfg admit_loom) exhaustively up to the preemption bound, in release with debug
-# assertions, in a target dir of their own.
+# Runs every loom model (listed in loom-tests/README.md) exhaustively up to the
+# preemption bound, in release with debug assertions and overflow checks, in a
+# target dir of their own, with --cfg admit_loom:
+#   - the core's own models of its private parts (unit tests, with `alloc`);
+#   - the `loom-tests` crate's models of the public API, in both builds of the core
+#     (with `alloc`, and without: its critical-section queue).
+# Each model runs in a process of its own (cargo-nextest, ci/loom-nextest.toml).
+# Arguments go to `cargo nextest run`, e.g. a filter: ci/loom.sh drain
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,13 +22,21 @@ if ! [[ "$LOOM_MAX_PREEMPTIONS" =~ ^[0-9]+$ ]] || ((LOOM_MAX_PREEMPTIONS < 3)); 
     exit 2
 fi
 
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "ci/loom.sh: needs cargo-nextest (cargo install cargo-nextest --locked)" >&2
+    exit 2
+fi
+
 run() {
     echo "+ RUSTFLAGS=\"$RUSTFLAGS\" CARGO_TARGET_DIR=$CARGO_TARGET_DIR" \
         "CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=$CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS" \
         "LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS $*"
     "$@"
 }
-# The default build (nodes co-owned through `Arc`), then the build without `alloc`
-# (nodes inside the futures).
-run cargo test -p admit --lib --release "$@"
-run cargo test -p admit --lib --release --no-default-features "$@"
+# One run for the build with `alloc`, the core's own models (its unit tests: they
+# exist only with `alloc`) beside loom-tests', so that both share the cores; then
+# loom-tests' without `alloc`.
+# A filter may match nothing in one of the two builds.
+nextest=(cargo nextest run --release --config-file ci/loom-nextest.toml --no-tests=warn)
+run "${nextest[@]}" -p admit -p loom-tests --lib --test models "$@"
+run "${nextest[@]}" -p loom-tests --no-default-features "$@"

@@ -9,8 +9,9 @@
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
-// The crate's own tests (loom, shuttle) run on std whatever the features.
-#[cfg(any(feature = "std", test))]
+// The crate's own tests (loom, shuttle) and the loom build run on std whatever
+// the features.
+#[cfg(any(feature = "std", test, admit_loom))]
 extern crate std;
 
 /// A markdown link definition for `[`$label`]` naming an item that exists only with
@@ -35,6 +36,12 @@ macro_rules! alloc_item_link {
     };
 }
 
+#[cfg(all(admit_loom, not(any(test, feature = "__loom"))))]
+compile_error!(
+    "`--cfg admit_loom` builds admit on loom: it needs the test-only `__loom` feature \
+     (the `loom-tests` crate enables it), or the crate's own unit tests"
+);
+
 #[cfg(not(any(feature = "alloc", feature = "critical-section")))]
 compile_error!(
     "admit without `alloc` needs its `critical-section` feature (the wait queue's lock), \
@@ -43,10 +50,19 @@ compile_error!(
 
 mod gate;
 mod loom;
-#[cfg(all(test, admit_loom))]
+#[cfg(all(test, admit_loom, feature = "alloc"))]
 mod loom_tests;
 mod mechanism;
 mod semaphore;
+
+/// The safeguard switches of the loom build, for the models of the `loom-tests`
+/// crate: test-only, not part of the API, outside semver, and absent without
+/// `--cfg admit_loom`.
+#[cfg(admit_loom)]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::mechanism::{switch_off, Mechanism, SwitchedOff};
+}
 
 #[doc(hidden)]
 pub use gate::{__label_count, __label_is_snake_case};

@@ -3,9 +3,10 @@
 //! Three arms, chosen by cfg:
 //!
 //! - the default: `core`'s atomics and `alloc`'s `Arc`;
-//! - `--cfg admit_loom` in the crate's own unit tests:
+//! - `--cfg admit_loom` (the crate's own unit tests, and the library as the
+//!   `loom-tests` crate builds it, with the test-only `__loom` feature):
 //!   [`loom`](https://docs.rs/loom)'s, so the same code is model-checked
-//!   exhaustively (loom also reports a leaked or double-freed `Arc`);
+//!   exhaustively (loom also reports a leaked or double-freed allocation);
 //! - `--cfg admit_shuttle` in the crate's own unit tests:
 //!   [`shuttle`](https://docs.rs/shuttle)'s, so a randomized scheduler (PCT) can run
 //!   schedules far longer than loom can enumerate.
@@ -13,7 +14,7 @@
 //! Constructors are `const fn` only outside loom, whose atomics are not const:
 //! [`loom_const_fn!`] writes both arms.
 
-#[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
+#[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
 pub(crate) mod sync {
     pub(crate) use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     #[cfg(feature = "alloc")]
@@ -22,7 +23,7 @@ pub(crate) mod sync {
     pub(crate) use super::PlainCell as UnsafeCell;
 }
 
-#[cfg(all(test, admit_loom))]
+#[cfg(admit_loom)]
 pub(crate) mod sync {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -44,10 +45,10 @@ pub(crate) mod sync {
 /// bounded number of steps; under loom a loom mutex, so the models see every
 /// interleaving of the sections. Never nested: a nested entry panics (the
 /// `RefCell`, or loom's deadlock report).
-#[cfg(all(not(feature = "alloc"), not(all(test, admit_loom))))]
+#[cfg(all(not(feature = "alloc"), not(admit_loom)))]
 pub(crate) struct CriticalSection<T>(critical_section::Mutex<core::cell::RefCell<T>>);
 
-#[cfg(all(not(feature = "alloc"), not(all(test, admit_loom))))]
+#[cfg(all(not(feature = "alloc"), not(admit_loom)))]
 impl<T> CriticalSection<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(critical_section::Mutex::new(core::cell::RefCell::new(
@@ -62,10 +63,10 @@ impl<T> CriticalSection<T> {
     }
 }
 
-#[cfg(all(not(feature = "alloc"), test, admit_loom))]
+#[cfg(all(not(feature = "alloc"), admit_loom))]
 pub(crate) struct CriticalSection<T>(loom::sync::Mutex<T>);
 
-#[cfg(all(not(feature = "alloc"), test, admit_loom))]
+#[cfg(all(not(feature = "alloc"), admit_loom))]
 impl<T> CriticalSection<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(loom::sync::Mutex::new(value))
@@ -83,26 +84,25 @@ impl<T> CriticalSection<T> {
 /// Raw allocation, for memory the crate frees itself (the wait queue's segments):
 /// loom's tracked allocator under loom, which fails a model that leaks a block or
 /// frees one twice; `alloc`'s otherwise.
-///
-#[cfg(all(feature = "alloc", not(all(test, admit_loom))))]
+#[cfg(all(feature = "alloc", not(admit_loom)))]
 pub(crate) mod heap {
     pub(crate) use alloc::alloc::{alloc, dealloc, handle_alloc_error};
     pub(crate) use core::alloc::Layout;
 }
 
-#[cfg(all(feature = "alloc", test, admit_loom))]
+#[cfg(all(feature = "alloc", admit_loom))]
 pub(crate) mod heap {
+    pub(crate) use alloc::alloc::handle_alloc_error;
     pub(crate) use loom::alloc::{alloc, dealloc, Layout};
-    pub(crate) use std::alloc::handle_alloc_error;
 }
 
 /// `core::cell::UnsafeCell` behind loom's closure-based API, so accesses read the
 /// same under every arm and loom can track each one.
-#[cfg(not(all(test, admit_loom)))]
+#[cfg(not(admit_loom))]
 #[derive(Debug)]
 pub(crate) struct PlainCell<T>(core::cell::UnsafeCell<T>);
 
-#[cfg(not(all(test, admit_loom)))]
+#[cfg(not(admit_loom))]
 impl<T> PlainCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(core::cell::UnsafeCell::new(value))
@@ -123,11 +123,11 @@ impl<T> PlainCell<T> {
 macro_rules! loom_const_fn {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
         $(#[$meta])*
-        #[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
+        #[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
         $vis const fn $name($($arg: $ty),*) -> $ret $body
 
         $(#[$meta])*
-        #[cfg(all(test, any(admit_loom, admit_shuttle)))]
+        #[cfg(any(admit_loom, all(test, admit_shuttle)))]
         $vis fn $name($($arg: $ty),*) -> $ret $body
     };
 }

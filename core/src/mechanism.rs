@@ -1,15 +1,20 @@
 //! The mechanisms the wait queue relies on, named so that a loom model's negative
 //! control can switch one off and show the model then fails.
 //!
-//! In every build but the loom and shuttle unit tests (`cfg(test)` with
-//! `--cfg admit_loom` or `--cfg admit_shuttle`), `on` is the constant `true` and the
+//! In every build but the loom ones (`--cfg admit_loom`: the crate's own models,
+//! and the library the `loom-tests` crate builds) and the shuttle unit tests
+//! (`cfg(test)` with `--cfg admit_shuttle`), `on` is the constant `true` and the
 //! checks compile away. There, `switch_off` turns one mechanism off for the current
 //! thread (loom and shuttle run a model's threads on the test's thread) until the
 //! returned guard is dropped.
+//!
+//! The items are `pub` only for `crate::__loom`, which re-exports them, doc-hidden
+//! and outside semver, under `cfg(admit_loom)`; in every other build this module
+//! is private and nothing outside the crate can name them.
 
 /// A mechanism the models check by switching it off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mechanism {
+pub enum Mechanism {
     /// A join sets `ARRIVED`, and the server's clearing of `QUEUED` fails while it
     /// is set: no parker is left behind a cleared `QUEUED`.
     Arrived,
@@ -125,7 +130,7 @@ pub(crate) enum Mechanism {
     ScanFindsItsWay,
 }
 
-#[cfg(not(all(test, any(admit_loom, admit_shuttle))))]
+#[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
 impl Mechanism {
     /// Always on outside loom.
     #[inline(always)]
@@ -134,10 +139,12 @@ impl Mechanism {
     }
 }
 
-#[cfg(all(test, any(admit_loom, admit_shuttle)))]
-pub(crate) use switch::switch_off;
+#[cfg(any(admit_loom, all(test, admit_shuttle)))]
+pub use switch::switch_off;
+#[cfg(admit_loom)]
+pub use switch::SwitchedOff;
 
-#[cfg(all(test, any(admit_loom, admit_shuttle)))]
+#[cfg(any(admit_loom, all(test, admit_shuttle)))]
 mod switch {
     extern crate std;
 
@@ -158,7 +165,7 @@ mod switch {
     }
 
     /// Switches `mechanism` off on this thread until the guard is dropped.
-    pub(crate) fn switch_off(mechanism: Mechanism) -> SwitchedOff {
+    pub fn switch_off(mechanism: Mechanism) -> SwitchedOff {
         OFF.with(|off| off.set(Some(mechanism)));
         SwitchedOff(())
     }
@@ -166,7 +173,7 @@ mod switch {
     /// Turns the mechanism back on when dropped.
     #[derive(Debug)]
     #[must_use = "the mechanism is on again as soon as the guard is dropped"]
-    pub(crate) struct SwitchedOff(());
+    pub struct SwitchedOff(());
 
     impl Drop for SwitchedOff {
         fn drop(&mut self) {

@@ -284,7 +284,7 @@ fn ready_acquire<P: Peer>(iters: u32) -> f64 {
 /// Whether cargo built admit with `alloc`, i.e. unified its features with another
 /// package's. With `alloc` the call below resolves to the inherent
 /// `Semaphore::try_acquire_owned` (inherent methods win over trait methods);
-/// without, that method does not exist and it resolves to [`Fallback`]'s.
+/// without, that method does not exist and it resolves to `Fallback`'s.
 #[must_use]
 pub fn admit_has_alloc() -> bool {
     struct NoOwned;

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::support::{assert_idle, Guarded};
-use crate::Semaphore;
+use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{assert_idle, shared, Guarded};
 
 /// Takes both units, touches the data they guard, and gives them back.
 async fn take_both(semaphore: &Semaphore, data: &Guarded) {
@@ -24,7 +24,7 @@ async fn take_both(semaphore: &Semaphore, data: &Guarded) {
 #[test]
 fn two_tasks_each_taking_both_units_both_complete() {
     loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(2));
+        let semaphore = shared(Semaphore::new(2));
         let data = Arc::new(Guarded::new());
 
         let other = {

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::support::{assert_idle, Guarded};
-use crate::Semaphore;
+use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{assert_idle, Guarded};
 
 #[test]
 fn owned_permit_dropped_on_another_thread_wakes_waiter() {

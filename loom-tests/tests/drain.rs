@@ -3,19 +3,19 @@
 
 use core::task::Waker;
 use std::boxed::Box;
-use std::sync::Arc;
 
-use super::support::{poll_once, without, DEADLOCK};
-use crate::mechanism::Mechanism;
-use crate::Semaphore;
+use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{
+    acquire_shared, poll_once, shared, try_acquire_shared, without, Mechanism, DEADLOCK,
+};
 
 /// The last unit comes back on another thread while the drain closes, checks,
 /// parks and joins.
 fn last_release_against_the_drain() {
-    let sem = Arc::new(Semaphore::new(2));
-    let last = sem.clone().try_acquire_owned(2).unwrap();
+    let sem = shared(Semaphore::new(2));
+    let last = try_acquire_shared(&sem, 2).unwrap();
     let releaser = thread::spawn(move || drop(last));
     block_on(sem.drain());
     assert_eq!(sem.available(), 2, "drained with a unit still out");
@@ -47,9 +47,9 @@ fn without_queued_the_last_release_misses_the_drain() {
 /// that pass (it found the semaphore closed mid-way): it completes once the unit
 /// is back, never with `Closed`.
 fn drain_parking_during_a_pass() {
-    let sem = Arc::new(Semaphore::new(1));
-    let held = sem.clone().try_acquire_owned(1).unwrap();
-    let mut w = Box::pin(sem.clone().acquire_owned(1));
+    let sem = shared(Semaphore::new(1));
+    let held = try_acquire_shared(&sem, 1).unwrap();
+    let mut w = Box::pin(acquire_shared(&sem, 1));
     assert!(poll_once(w.as_mut(), Waker::noop()).is_pending());
     let releaser = thread::spawn(move || drop(held));
     let mut drain = Box::pin(sem.drain());
@@ -84,8 +84,8 @@ fn a_pass_closing_mid_way_answers_the_drain() {
 /// free unit as every unit back against the lowered capacity: it completes only
 /// once the held unit has come back (and retired).
 fn drain_against_a_shrink() {
-    let sem = Arc::new(Semaphore::new(2));
-    let held = sem.clone().try_acquire_owned(1).unwrap();
+    let sem = shared(Semaphore::new(2));
+    let held = try_acquire_shared(&sem, 1).unwrap();
     let shrinker = {
         let sem = sem.clone();
         thread::spawn(move || {
@@ -125,7 +125,7 @@ fn without_the_resize_seqlock_the_drain_ends_with_a_unit_held() {
 /// failed on the grow is made again when the grow ends, even though nothing
 /// was queued when the grow released its unit.
 fn drain_against_a_grow() {
-    let sem = Arc::new(Semaphore::new(1));
+    let sem = shared(Semaphore::new(1));
     let grower = {
         let sem = sem.clone();
         thread::spawn(move || {

@@ -3,21 +3,20 @@
 //! back. Either way the parker is granted; nobody is left behind a cleared
 //! `QUEUED` or with its units free and nobody serving.
 
-use std::sync::Arc;
-
-use super::support::{assert_idle, without, DEADLOCK};
-use crate::mechanism::Mechanism;
-use crate::Semaphore;
+use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{
+    acquire_shared, assert_idle, shared, try_acquire_shared, without, Mechanism, DEADLOCK,
+};
 
 /// Two parkers and one release: the release's server grants the first and finds
 /// its list empty just as the second, refused by `QUEUED`, pushes its node and
 /// joins. The second's join must stop the server from clearing `QUEUED` (or be
 /// absorbed), or it waits for ever: the first's later release sees no `QUEUED`.
 fn join_while_the_server_clears() {
-    let semaphore = Arc::new(Semaphore::new(1));
-    let held = semaphore.clone().try_acquire_owned(1).unwrap();
+    let semaphore = shared(Semaphore::new(1));
+    let held = try_acquire_shared(&semaphore, 1).unwrap();
     let parker = || {
         let semaphore = semaphore.clone();
         thread::spawn(move || drop(block_on(semaphore.acquire(1)).expect("not closed")))
@@ -45,8 +44,8 @@ fn without_arrived_a_join_is_lost() {
 /// before its join (so it sees no `QUEUED` and serves nobody). The join, finding
 /// the unit back and nobody queued, must ask for service itself.
 fn units_back_before_the_join() {
-    let semaphore = Arc::new(Semaphore::new(1));
-    let held = semaphore.clone().try_acquire_owned(1).unwrap();
+    let semaphore = shared(Semaphore::new(1));
+    let held = try_acquire_shared(&semaphore, 1).unwrap();
     let releaser = thread::spawn(move || drop(held));
     drop(block_on(semaphore.acquire(1)).expect("not closed"));
     releaser.join().unwrap();
@@ -74,14 +73,14 @@ fn without_serving_on_units_back_the_waiter_is_stranded() {
 /// That join then sets `QUEUED` again over nobody: it must ask for service so
 /// the flag is cleared, or the fast path stays refused with a unit free.
 fn granted_before_its_join() {
-    let semaphore = Arc::new(Semaphore::new(4));
-    let held = semaphore.clone().try_acquire_owned(4).unwrap();
-    let mut first = std::boxed::Box::pin(semaphore.clone().acquire_owned(1));
-    let first_poll = super::support::poll_once(first.as_mut(), core::task::Waker::noop());
+    let semaphore = shared(Semaphore::new(4));
+    let held = try_acquire_shared(&semaphore, 4).unwrap();
+    let mut first = std::boxed::Box::pin(acquire_shared(&semaphore, 1));
+    let first_poll = loom_tests::poll_once(first.as_mut(), core::task::Waker::noop());
     assert!(first_poll.is_pending());
     let second = {
         let semaphore = semaphore.clone();
-        thread::spawn(move || block_on(semaphore.acquire_owned(2)).expect("not closed"))
+        thread::spawn(move || block_on(acquire_shared(&semaphore, 2)).expect("not closed"))
     };
     drop(held);
     let second = second.join().unwrap();

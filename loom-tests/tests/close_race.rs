@@ -5,13 +5,14 @@
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::task::{Poll, Waker};
 use std::boxed::Box;
-use std::sync::Arc;
 
-use super::support::{assert_idle, poll_once, without, DEADLOCK};
-use crate::mechanism::Mechanism;
-use crate::{AcquireError, Semaphore, TryAcquireError};
+use admit::{AcquireError, Semaphore, TryAcquireError};
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{
+    acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, Mechanism,
+    DEADLOCK,
+};
 
 /// Which outcomes of the acquire some interleaving produced, across all of them.
 static GRANTED_SEEN: AtomicBool = AtomicBool::new(false);
@@ -20,7 +21,7 @@ static CLOSED_SEEN: AtomicBool = AtomicBool::new(false);
 #[test]
 fn close_races_parked_acquire_and_release() {
     loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(1));
+        let semaphore = shared(Semaphore::new(1));
         let held = semaphore.try_acquire(1).unwrap();
 
         let waiter = {
@@ -90,9 +91,9 @@ fn a_join_after_the_close_must_serve() {
 }
 
 fn close_alone_ends_the_wait() {
-    let semaphore = Arc::new(Semaphore::new(2));
+    let semaphore = shared(Semaphore::new(2));
     let kept = semaphore.try_acquire(1).unwrap();
-    let released = semaphore.clone().try_acquire_owned(1).unwrap();
+    let released = try_acquire_shared(&semaphore, 1).unwrap();
 
     let closer = {
         let semaphore = semaphore.clone();
@@ -121,7 +122,7 @@ fn close_alone_ends_the_wait() {
 #[test]
 fn a_close_passes_a_parker_that_has_not_published() {
     loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(1));
+        let semaphore = shared(Semaphore::new(1));
         let held = semaphore.try_acquire(1).unwrap();
         // Parked first: `QUEUED` is set, so the close serves.
         let mut first = Box::pin(semaphore.acquire(1));
@@ -142,6 +143,25 @@ fn a_close_passes_a_parker_that_has_not_published() {
             Poll::Ready(Err(AcquireError::Closed))
         ));
         drop(first);
+        drop(held);
+        assert_idle(&semaphore);
+    });
+}
+
+/// A close resolves a parked request while its owner drops it on another thread:
+/// whichever wins, nothing comes back that was not taken (a close takes no units,
+/// so a close that lost to the cancel gives nothing back, and a cancel that lost
+/// to the close releases nothing), and the request is let go of once.
+#[test]
+fn a_close_racing_a_drop_gives_back_nothing() {
+    loom::model(|| {
+        let semaphore = shared(Semaphore::new(1));
+        let held = semaphore.try_acquire(1).unwrap();
+        let mut x = Box::pin(acquire_shared(&semaphore, 1));
+        assert!(poll_once(x.as_mut(), Waker::noop()).is_pending());
+        let dropper = thread::spawn(move || drop(x));
+        semaphore.close();
+        dropper.join().unwrap();
         drop(held);
         assert_idle(&semaphore);
     });

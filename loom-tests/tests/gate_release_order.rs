@@ -8,12 +8,12 @@ use core::future::Pending;
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::{AdmitEvent, Gate, Observer, ReleaseEvent, Semaphore, Timer};
+use admit::{AdmitEvent, Gate, Observer, ReleaseEvent, Semaphore, Timer};
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
-crate::sources! {
+admit::sources! {
     /// The model's call sites.
     enum Src { A => "a", B => "b" }
 }

@@ -5,27 +5,26 @@
 use core::future::{poll_fn, Future};
 use core::task::{Poll, Waker};
 use std::boxed::Box;
-use std::sync::Arc;
 use std::vec::Vec;
 
-use super::support::{assert_idle, poll_once};
-use crate::{Semaphore, TryAcquireError};
+use admit::{Semaphore, TryAcquireError};
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{acquire_shared, assert_idle, poll_once, shared};
 
 #[test]
 fn release_grants_head_before_later_arrivals() {
     loom::model(|| {
-        let semaphore = Arc::new(Semaphore::new(2));
+        let semaphore = shared(Semaphore::new(2));
 
         // The holder has every unit, as two one-unit permits.
         let first = semaphore.try_acquire(1).unwrap();
         let second = semaphore.try_acquire(1).unwrap();
 
         // Arrival order fixed by hand: A (two units) parks, then B (one unit).
-        let mut a = Some(Box::pin(semaphore.clone().acquire_owned(2)));
+        let mut a = Some(Box::pin(acquire_shared(&semaphore, 2)));
         assert!(poll_once(a.as_mut().unwrap().as_mut(), Waker::noop()).is_pending());
-        let mut b = Some(Box::pin(semaphore.clone().acquire_owned(1)));
+        let mut b = Some(Box::pin(acquire_shared(&semaphore, 1)));
         assert!(poll_once(b.as_mut().unwrap().as_mut(), Waker::noop()).is_pending());
         assert_eq!(semaphore.waiters(), 2);
 

@@ -10,9 +10,9 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::Wake;
 
-use super::support::{assert_idle, fails_with, DEADLOCK};
-use crate::Semaphore;
+use admit::Semaphore;
 use loom::thread;
+use loom_tests::{assert_idle, fails_with, shared, DEADLOCK};
 
 /// Takes the two units one at a time, holding the first while waiting for the
 /// second: the pattern a weighted, all-or-nothing acquire exists to replace.
@@ -61,7 +61,7 @@ fn block_on<F: Future>(future: F) -> F::Output {
 #[test]
 fn split_acquires_deadlock() {
     fails_with(DEADLOCK, || {
-        let semaphore = Arc::new(Semaphore::new(2));
+        let semaphore = shared(Semaphore::new(2));
         let other = {
             let semaphore = semaphore.clone();
             thread::spawn(move || block_on(take_one_then_another(&semaphore)))

@@ -9,11 +9,10 @@ use core::task::{Poll, Waker};
 use std::boxed::Box;
 use std::sync::Arc;
 
-use super::support::{assert_idle, poll_once, without, DEADLOCK};
-use crate::mechanism::Mechanism;
-use crate::{AcquireError, Semaphore};
+use admit::{AcquireError, Semaphore};
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{assert_idle, poll_once, without, Mechanism, DEADLOCK};
 
 /// The unit is held; `A` and `B` park on their own threads, in either order and
 /// with the release anywhere around their claims, publishes and joins. Both are

@@ -8,13 +8,14 @@
 
 use core::task::Waker;
 use std::boxed::Box;
-use std::sync::Arc;
 
-use super::support::{assert_idle, heavy, poll_once, without_heavy, DEADLOCK};
-use crate::mechanism::Mechanism;
-use crate::Semaphore;
+use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::{
+    acquire_shared, assert_idle, heavy, poll_once, shared, try_acquire_shared, without_heavy,
+    Mechanism, DEADLOCK,
+};
 
 #[test]
 fn two_releases_racing_a_parking_waiter_both_reach_it() {
@@ -22,9 +23,9 @@ fn two_releases_racing_a_parking_waiter_both_reach_it() {
 }
 
 fn two_releases_and_a_waiter() {
-    let sem = Arc::new(Semaphore::new(2));
-    let first = sem.clone().try_acquire_owned(1).unwrap();
-    let second = sem.clone().try_acquire_owned(1).unwrap();
+    let sem = shared(Semaphore::new(2));
+    let first = try_acquire_shared(&sem, 1).unwrap();
+    let second = try_acquire_shared(&sem, 1).unwrap();
     let waiter = {
         let sem = sem.clone();
         // Needs both units: only the later of the two releases can grant it.
@@ -42,9 +43,9 @@ fn two_releases_and_a_waiter() {
 /// `PENDING` already set. The third's request must still be a write, or the
 /// holder's re-serve may miss its units.
 fn three_releases_and_a_parked_waiter() {
-    let sem = Arc::new(Semaphore::new(3));
-    let held = [(); 3].map(|()| sem.clone().try_acquire_owned(1).unwrap());
-    let mut waiter = Box::pin(sem.clone().acquire_owned(3));
+    let sem = shared(Semaphore::new(3));
+    let held = [(); 3].map(|()| try_acquire_shared(&sem, 1).unwrap());
+    let mut waiter = Box::pin(acquire_shared(&sem, 3));
     assert!(poll_once(waiter.as_mut(), Waker::noop()).is_pending());
     let [first, second, third] = held;
     let releasers = [first, second].map(|permit| thread::spawn(move || drop(permit)));
