@@ -52,7 +52,7 @@ mod gate;
 mod loom;
 #[cfg(all(test, admit_loom, feature = "alloc"))]
 mod loom_tests;
-mod mechanism;
+mod safeguard;
 mod semaphore;
 
 /// The safeguard switches of the loom build, for the models of the `loom-tests`
@@ -61,7 +61,7 @@ mod semaphore;
 #[cfg(admit_loom)]
 #[doc(hidden)]
 pub mod __loom {
-    pub use crate::mechanism::{switch_off, Mechanism, SwitchedOff};
+    pub use crate::safeguard::{switch_off, Safeguard, SwitchedOff};
 }
 
 #[doc(hidden)]

@@ -24,7 +24,7 @@
 //!
 //! # Negative controls
 //!
-//! Each mechanism the wait queue relies on has a name in `Mechanism` (admit's
+//! Each mechanism the wait queue relies on has a name in `Safeguard` (admit's
 //! doc-hidden `__loom` module, there only under `--cfg admit_loom`); a negative
 //! control runs a model with one switched off and expects loom to find the
 //! failure (`without`). A control that stops failing means its model no longer
@@ -38,7 +38,7 @@ use core::task::{Context, Poll, Waker};
 use std::sync::Arc;
 use std::task::Wake;
 
-pub use admit::__loom::Mechanism;
+pub use admit::__loom::Safeguard;
 use admit::{Semaphore, TryAcquireError};
 
 /// Polls `future` exactly once with `waker`, as an executor would, and returns the
@@ -233,7 +233,7 @@ pub const RACE: &str = "Causality violation";
 ///
 /// If the model passes with the mechanism off (it does not cover the mechanism),
 /// or fails some other way than `expected`.
-pub fn without(mechanism: Mechanism, expected: &str, model: impl Fn() + Sync + Send + 'static) {
+pub fn without(mechanism: Safeguard, expected: &str, model: impl Fn() + Sync + Send + 'static) {
     without_in(Some(mechanism), expected, || loom::model(model));
 }
 
@@ -246,7 +246,7 @@ pub fn fails_with(expected: &str, model: impl Fn() + Sync + Send + 'static) {
 
 /// [`without`] for a model run by [`heavy`].
 pub fn without_heavy(
-    mechanism: Mechanism,
+    mechanism: Safeguard,
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {
@@ -267,7 +267,7 @@ pub fn heavy(model: impl Fn() + Sync + Send + 'static) {
     builder.check(model);
 }
 
-fn without_in(mechanism: Option<Mechanism>, expected: &str, run: impl FnOnce()) {
+fn without_in(mechanism: Option<Safeguard>, expected: &str, run: impl FnOnce()) {
     const CHILD: &str = "ADMIT_LOOM_NEGATIVE_CONTROL";
     if std::env::var_os(CHILD).is_some() {
         let _off = mechanism.map(admit::__loom::switch_off);

@@ -7,7 +7,7 @@ use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 use loom_tests::{
-    acquire_shared, assert_idle, shared, try_acquire_shared, without, Mechanism, DEADLOCK,
+    acquire_shared, assert_idle, shared, try_acquire_shared, without, Safeguard, DEADLOCK,
 };
 
 /// Two parkers and one release: the release's server grants the first and finds
@@ -37,7 +37,7 @@ fn a_join_during_the_servers_clear_is_seen() {
 /// `QUEUED` over a parker it has not absorbed.
 #[test]
 fn without_arrived_a_join_is_lost() {
-    without(Mechanism::Arrived, DEADLOCK, join_while_the_server_clears);
+    without(Safeguard::Arrived, DEADLOCK, join_while_the_server_clears);
 }
 
 /// The waiter's fast path is refused while the unit is held; the release lands
@@ -62,7 +62,7 @@ fn a_join_finding_the_units_back_is_served() {
 #[test]
 fn without_serving_on_units_back_the_waiter_is_stranded() {
     without(
-        Mechanism::JoinServesUnitsBack,
+        Safeguard::JoinServesUnitsBack,
         DEADLOCK,
         units_back_before_the_join,
     );
@@ -106,7 +106,7 @@ fn a_join_after_its_own_grant_leaves_no_stale_queued() {
 #[test]
 fn without_serving_a_resolved_join_queued_goes_stale() {
     without(
-        Mechanism::JoinServesResolved,
+        Safeguard::JoinServesResolved,
         "a stale QUEUED refused the fast path",
         granted_before_its_join,
     );

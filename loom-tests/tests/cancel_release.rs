@@ -10,7 +10,7 @@ use loom::future::block_on;
 use loom::thread;
 use loom_tests::{
     acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, CountingWaker,
-    Mechanism, DEADLOCK, RACE,
+    Safeguard, DEADLOCK, RACE,
 };
 
 /// A future dropped before its first poll took nothing and is in nobody's way.
@@ -49,7 +49,7 @@ fn drop_parked_head_serves_the_waiter_behind() {
 /// behind the departed head with its unit free.
 #[test]
 fn drop_parked_head_without_serving_strands_the_waiter_behind() {
-    without(Mechanism::CancelServes, DEADLOCK, parked_head_dropped);
+    without(Safeguard::CancelServes, DEADLOCK, parked_head_dropped);
 }
 
 fn parked_head_dropped() {
@@ -98,14 +98,14 @@ fn drop_racing_the_grant() {
 /// on the node's cell that loom reports.
 #[test]
 fn drop_racing_a_blind_grant_loses_units() {
-    without(Mechanism::PhaseCas, RACE, grant_racing_drop);
+    without(Safeguard::PhaseCas, RACE, grant_racing_drop);
 }
 
 /// Negative control: a cancel that finds its node granted and does not release
 /// the units loses them, and Y waits for them for ever.
 #[test]
 fn drop_finding_a_grant_must_release_it() {
-    without(Mechanism::CancelReleasesGrant, DEADLOCK, grant_racing_drop);
+    without(Safeguard::CancelReleasesGrant, DEADLOCK, grant_racing_drop);
 }
 
 /// Negative control, with `alloc`: a grant that lost to the cancel and keeps the
@@ -115,7 +115,7 @@ fn drop_finding_a_grant_must_release_it() {
 #[cfg(feature = "alloc")]
 #[test]
 fn grant_losing_to_the_drop_must_give_the_units_back() {
-    without(Mechanism::GrantGivesBack, DEADLOCK, grant_racing_drop);
+    without(Safeguard::GrantGivesBack, DEADLOCK, grant_racing_drop);
 }
 
 fn grant_racing_drop() {
@@ -202,7 +202,7 @@ fn a_cancel_with_no_unit_free_loses_no_wake_up() {
 #[test]
 fn a_stop_without_a_read_modify_write_misses_the_cancel() {
     without(
-        Mechanism::StopRereadsHead,
+        Safeguard::StopRereadsHead,
         DEADLOCK,
         cancelled_head_with_no_unit_free,
     );

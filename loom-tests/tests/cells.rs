@@ -12,7 +12,7 @@ use std::sync::Arc;
 use admit::{AcquireError, Semaphore};
 use loom::future::block_on;
 use loom::thread;
-use loom_tests::{assert_idle, poll_once, without, Mechanism, DEADLOCK};
+use loom_tests::{assert_idle, poll_once, without, Safeguard, DEADLOCK};
 
 /// The unit is held; `A` and `B` park on their own threads, in either order and
 /// with the release anywhere around their claims, publishes and joins. Both are
@@ -44,7 +44,7 @@ fn an_unpublished_cell_does_not_hold_up_the_queue() {
 #[test]
 fn waiting_at_an_unpublished_cell_strands_the_queue() {
     without(
-        Mechanism::BreakUnpublished,
+        Safeguard::BreakUnpublished,
         DEADLOCK,
         parkers_racing_the_release,
     );
@@ -99,7 +99,7 @@ fn a_sweep_walks_on_past_a_segment_removed_under_it() {
 #[test]
 fn a_sweep_that_stops_at_a_removed_segment_misses_the_rest() {
     without(
-        Mechanism::ScanFindsItsWay,
+        Safeguard::ScanFindsItsWay,
         "a request over the new capacity was not failed",
         sweep_racing_a_removal,
     );

@@ -10,7 +10,7 @@ use admit::{AcquireError, Semaphore, TryAcquireError};
 use loom::future::block_on;
 use loom::thread;
 use loom_tests::{
-    acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, Mechanism,
+    acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, Safeguard,
     DEADLOCK,
 };
 
@@ -84,7 +84,7 @@ fn close_alone_wakes_a_waiter_that_cannot_be_granted() {
 #[test]
 fn a_join_after_the_close_must_serve() {
     without(
-        Mechanism::JoinServesClosed,
+        Safeguard::JoinServesClosed,
         DEADLOCK,
         close_alone_ends_the_wait,
     );

@@ -13,7 +13,7 @@ use loom::future::block_on;
 use loom::thread;
 use loom_tests::{assert_idle, poll_once, shared, try_acquire_shared};
 #[cfg(not(feature = "alloc"))]
-use loom_tests::{without, Mechanism, RACE};
+use loom_tests::{without, Safeguard, RACE};
 
 /// The waiter is parked when the release begins; its owner drops the permit and
 /// the future as soon as the grant is seen.
@@ -40,7 +40,7 @@ fn a_granted_acquire_dropped_at_once_outlives_the_server() {
 #[test]
 fn a_finish_outside_the_section_races_the_server() {
     without(
-        Mechanism::FinishEntersCriticalSection,
+        Safeguard::FinishEntersCriticalSection,
         RACE,
         granted_and_dropped_at_once,
     );

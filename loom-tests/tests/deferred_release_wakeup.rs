@@ -14,7 +14,7 @@ use loom::future::block_on;
 use loom::thread;
 use loom_tests::{
     acquire_shared, assert_idle, heavy, poll_once, shared, try_acquire_shared, without_heavy,
-    Mechanism, DEADLOCK,
+    Safeguard, DEADLOCK,
 };
 
 #[test]
@@ -67,7 +67,7 @@ fn three_releases_reach_a_parked_waiter() {
 #[test]
 fn a_request_for_service_that_only_reads_is_lost() {
     without_heavy(
-        Mechanism::RoleAlwaysWrites,
+        Safeguard::RoleAlwaysWrites,
         DEADLOCK,
         three_releases_and_a_parked_waiter,
     );

@@ -8,7 +8,7 @@ use admit::Semaphore;
 use loom::future::block_on;
 use loom::thread;
 use loom_tests::{
-    acquire_shared, poll_once, shared, try_acquire_shared, without, Mechanism, DEADLOCK,
+    acquire_shared, poll_once, shared, try_acquire_shared, without, Safeguard, DEADLOCK,
 };
 
 /// The last unit comes back on another thread while the drain closes, checks,
@@ -34,7 +34,7 @@ fn drain_completes_with_the_last_release() {
 #[test]
 fn without_queued_the_last_release_misses_the_drain() {
     without(
-        Mechanism::DrainKeepsQueued,
+        Safeguard::DrainKeepsQueued,
         DEADLOCK,
         last_release_against_the_drain,
     );
@@ -73,7 +73,7 @@ fn a_drain_parked_during_a_pass_waits_for_the_units() {
 #[test]
 fn a_pass_closing_mid_way_answers_the_drain() {
     without(
-        Mechanism::ClosedMidPassWaits,
+        Safeguard::ClosedMidPassWaits,
         "a drain waiter ended Err(Closed)",
         drain_parking_during_a_pass,
     );
@@ -114,7 +114,7 @@ fn a_drain_racing_a_shrink_waits_for_the_held_unit() {
 #[test]
 fn without_the_resize_seqlock_the_drain_ends_with_a_unit_held() {
     without(
-        Mechanism::ResizeSeqlock,
+        Safeguard::ResizeSeqlock,
         "the drain completed with a unit held",
         drain_against_a_shrink,
     );
@@ -147,7 +147,7 @@ fn a_drain_racing_a_grow_completes() {
 #[test]
 fn without_the_deferred_serve_the_drain_misses_the_grow() {
     without(
-        Mechanism::DeferredCheckServes,
+        Safeguard::DeferredCheckServes,
         DEADLOCK,
         drain_against_a_grow,
     );

@@ -14,7 +14,7 @@ use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use loom_tests::{
-    acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, Mechanism,
+    acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, Safeguard,
     SharedPermit,
 };
 
@@ -49,7 +49,7 @@ fn a_unit_returned_after_a_shrink_retires() {
 #[test]
 fn without_retiring_the_fast_path_takes_a_unit_owed() {
     without(
-        Mechanism::RetiringBlocksFastPath,
+        Safeguard::RetiringBlocksFastPath,
         "granted past the lowered capacity",
         fast_path_after_a_shrink,
     );
@@ -104,7 +104,7 @@ fn a_serving_pass_pays_the_retirement_before_granting() {
 #[test]
 fn without_paying_first_a_server_grants_a_unit_owed() {
     without(
-        Mechanism::RetiringStopsGrants,
+        Safeguard::RetiringStopsGrants,
         "granted past the lowered capacity",
         server_pass_after_a_shrink,
     );
@@ -157,7 +157,7 @@ fn a_pass_in_flight_grants_nothing_a_shrink_owes() {
 #[test]
 fn without_retiring_stopping_grants_a_pass_in_flight_grants_units_owed() {
     without(
-        Mechanism::RetiringStopsGrants,
+        Safeguard::RetiringStopsGrants,
         "granted past the capacity",
         a_pass_in_flight_meets_a_shrink_and_a_grow,
     );
@@ -214,7 +214,7 @@ fn a_request_over_a_capacity_lowered_while_it_parks_fails() {
 #[test]
 fn without_the_check_after_the_join_the_request_stays_parked() {
     without(
-        Mechanism::JoinSweepsOversize,
+        Safeguard::JoinSweepsOversize,
         "a request over the new capacity is still parked",
         a_request_checked_before_a_shrink,
     );
@@ -261,7 +261,7 @@ fn a_request_over_a_capacity_a_forget_lowered_fails_behind_the_head() {
 #[test]
 fn without_ordering_the_forget_a_request_behind_the_head_stays_parked() {
     without(
-        Mechanism::ForgetOrdersAfterJoins,
+        Safeguard::ForgetOrdersAfterJoins,
         "a request over the new capacity is still parked",
         a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity,
     );
@@ -359,7 +359,7 @@ fn a_forget_settles_a_debt_still_partly_owed() {
 #[test]
 fn without_an_rmw_mark_a_parkers_sweep_is_lost() {
     without(
-        Mechanism::LoweredMarkIsRmw,
+        Safeguard::LoweredMarkIsRmw,
         "a request over the new capacity is still parked",
         a_request_parking_behind_a_head_as_a_forget_lowers_the_capacity,
     );

@@ -11,7 +11,7 @@ use admit::Semaphore;
 use loom::thread;
 use loom_tests::{
     acquire_shared, assert_idle, poll_once, shared, try_acquire_shared, without, CountingWaker,
-    Mechanism,
+    Safeguard,
 };
 
 fn repoll_racing_the_grant() {
@@ -83,7 +83,7 @@ fn a_repoll_with_the_same_waker_is_woken() {
 #[test]
 fn without_the_registering_hand_over_a_wake_up_is_lost() {
     without(
-        Mechanism::Registering,
+        Safeguard::Registering,
         "only the new waker may be woken",
         repoll_racing_the_grant,
     );

@@ -1,12 +1,12 @@
 //! What the crate's own loom models share: the negative control's runner. (The
 //! `loom-tests` crate's `src/lib.rs` has the same runner beside the rest of what
-//! the public-API models share; the two differ only in where `Mechanism` comes
+//! the public-API models share; the two differ only in where `Safeguard` comes
 //! from.)
 
 use std::borrow::ToOwned;
 use std::string::String;
 
-use crate::mechanism::{switch_off, Mechanism};
+use crate::safeguard::{switch_off, Safeguard};
 
 /// A negative control: runs `model` under loom with `mechanism` switched off and
 /// asserts that loom finds a failure whose report contains `expected`.
@@ -20,7 +20,7 @@ use crate::mechanism::{switch_off, Mechanism};
 /// If the model passes with the mechanism off (it does not cover the mechanism),
 /// or fails some other way than `expected`.
 pub(crate) fn without(
-    mechanism: Mechanism,
+    mechanism: Safeguard,
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {

@@ -13,7 +13,7 @@ use super::{Semaphore, TryAcquireError};
 
 /// Where a request is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum Stage {
     /// Not polled yet: it holds nothing.
     Idle,
     /// Its request is queued (or was, and is resolved but not yet seen).
@@ -26,7 +26,7 @@ enum Phase {
 /// semaphore.
 pub(crate) struct Request {
     units: usize,
-    phase: Phase,
+    stage: Stage,
     /// Structurally pinned: without `alloc` the node lives here.
     slot: Slot,
 }
@@ -36,7 +36,7 @@ impl Request {
     pub(crate) fn new(units: usize) -> Self {
         Self {
             units,
-            phase: Phase::Idle,
+            stage: Stage::Idle,
             slot: Slot::new(units),
         }
     }
@@ -72,22 +72,22 @@ impl Request {
         // SAFETY: `slot` is only ever used pinned (in `refused`), the other fields
         // are plain data, and nothing is moved out.
         let this = unsafe { self.get_unchecked_mut() };
-        let poll = match this.phase {
-            Phase::Idle => match Self::fast_path(semaphore, this.units) {
+        let poll = match this.stage {
+            Stage::Idle => match Self::fast_path(semaphore, this.units) {
                 Ok(()) => Poll::Ready(Ok(())),
                 Err(refusal) => {
                     // SAFETY: `this` came from a pin and is not moved.
                     unsafe { Pin::new_unchecked(&mut *this) }.refused(semaphore, refusal, cx)
                 }
             },
-            Phase::Parked => {
+            Stage::Parked => {
                 // SAFETY: `this` came from a pin and is not moved.
                 unsafe { Pin::new_unchecked(&mut *this) }.repoll(semaphore, cx)
             }
-            Phase::Done => panic!("an acquire future polled after completion"),
+            Stage::Done => panic!("an acquire future polled after completion"),
         };
         if poll.is_ready() {
-            this.phase = Phase::Done;
+            this.stage = Stage::Done;
         }
         poll
     }
@@ -112,7 +112,7 @@ impl Request {
                 let waker = cx.waker().clone();
                 // SAFETY: `slot` is structurally pinned: `this` came from a pin.
                 let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
-                this.phase = Phase::Parked;
+                this.stage = Stage::Parked;
                 let phase = semaphore.park(slot, this.units, waker);
                 // SAFETY: as above.
                 unsafe { Pin::new_unchecked(this) }.seen(semaphore, phase)
@@ -156,7 +156,7 @@ impl Request {
     pub(crate) fn cancel(self: Pin<&mut Self>, semaphore: &Semaphore) {
         // SAFETY: `slot` is structurally pinned, as in `poll`; nothing is moved.
         let this = unsafe { self.get_unchecked_mut() };
-        if this.phase == Phase::Parked {
+        if this.stage == Stage::Parked {
             // SAFETY: as above.
             semaphore.cancel(unsafe { Pin::new_unchecked(&mut this.slot) });
         }

@@ -32,7 +32,7 @@ use super::state::{available, State, CLOSED, QUEUED, RETIRING};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 
 /// `word` bit: a thread is serving.
 const LOCKED: usize = 1;
@@ -43,9 +43,11 @@ const PENDING: usize = 1 << 1;
 pub(crate) enum Stop {
     /// The wake batch is full: release the role, wake, and go again.
     BatchFull,
-    /// The head does not fit (or, after a close, drain waiters wait for units):
-    /// nothing more to do until units come back.
-    HeadDoesNotFit,
+    /// The queue cannot move until something else happens, which will ask for
+    /// service: the head does not fit, a shrink is owed, the semaphore closed
+    /// mid-pass, a cell claimed but unpublished meets no free unit, or after a
+    /// close the drain waiters wait for every unit back.
+    Blocked,
     /// Nobody is waiting.
     Empty,
 }
@@ -56,10 +58,10 @@ pub(crate) enum Stop {
 /// release served nobody), or its request `resolved` already (a server granted
 /// it and may have cleared `QUEUED`, which the join then set again over nobody).
 pub(crate) fn join_needs_service(prev: usize, units: usize, resolved: bool) -> bool {
-    let closed = prev & CLOSED != 0 && Mechanism::JoinServesClosed.on();
+    let closed = prev & CLOSED != 0 && Safeguard::JoinServesClosed.on();
     let units_back =
-        prev & QUEUED == 0 && available(prev) >= units && Mechanism::JoinServesUnitsBack.on();
-    closed || units_back || (resolved && Mechanism::JoinServesResolved.on())
+        prev & QUEUED == 0 && available(prev) >= units && Safeguard::JoinServesUnitsBack.on();
+    closed || units_back || (resolved && Safeguard::JoinServesResolved.on())
 }
 
 /// The role word and what it guards.
@@ -142,7 +144,7 @@ impl Role {
     /// the request left parked). An RMW comes after that swap, or is the value
     /// the swap reads.
     pub(crate) fn mark_lowered(&self) {
-        if Mechanism::LoweredMarkIsRmw.on() {
+        if Safeguard::LoweredMarkIsRmw.on() {
             self.lowered.swap(true, Ordering::AcqRel);
         } else {
             self.lowered.store(true, Ordering::Release);
@@ -157,7 +159,7 @@ impl Role {
     /// if after, the join's publish comes before the mark, and the sweep the
     /// mark asks for sees the request.
     pub(crate) fn sweep_if_oversize(&self, state: &State, units: usize) -> bool {
-        if units > state.capacity() && Mechanism::JoinSweepsOversize.on() {
+        if units > state.capacity() && Safeguard::JoinSweepsOversize.on() {
             self.mark_lowered();
             true
         } else {
@@ -200,7 +202,7 @@ impl Role {
     pub(crate) fn take(&self) -> bool {
         let mut role = self.word.load(Ordering::Relaxed);
         loop {
-            if role & PENDING != 0 && !Mechanism::RoleAlwaysWrites.on() {
+            if role & PENDING != 0 && !Safeguard::RoleAlwaysWrites.on() {
                 return false;
             }
             let next = if role == 0 { LOCKED } else { role | PENDING };
@@ -280,7 +282,7 @@ impl Role {
                 let mut flags = if server.debt == 0 { RETIRING } else { 0 };
                 match stop {
                     Stop::BatchFull => return true,
-                    Stop::HeadDoesNotFit => {}
+                    Stop::Blocked => {}
                     Stop::Empty => flags |= QUEUED,
                 }
                 if flags == 0 || state.try_clear(flags) {

@@ -312,7 +312,7 @@ fn six_threads_unit_storm_random_scheduler() {
 #[test]
 #[should_panic(expected = "deadlock")]
 fn without_arrived_the_storm_deadlocks() {
-    let _off = crate::mechanism::switch_off(crate::mechanism::Mechanism::Arrived);
+    let _off = crate::safeguard::switch_off(crate::safeguard::Safeguard::Arrived);
     shuttle::check_random(|| storm(6, 50, 2), iterations());
 }
 

@@ -44,7 +44,7 @@
 
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering};
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 
 /// The semaphore is closed.
 pub(crate) const CLOSED: usize = 1;
@@ -164,7 +164,7 @@ impl State {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    return last && resizing & DEFERRED != 0 && Mechanism::DeferredCheckServes.on()
+                    return last && resizing & DEFERRED != 0 && Safeguard::DeferredCheckServes.on()
                 }
                 Err(actual) => resizing = actual,
             }
@@ -191,7 +191,7 @@ impl State {
         loop {
             let begun = self.resizes_begun.load(Ordering::Acquire);
             let resizing = self.resizing.load(Ordering::Acquire);
-            if resizing >= ONE_RESIZE && Mechanism::ResizeSeqlock.on() {
+            if resizing >= ONE_RESIZE && Safeguard::ResizeSeqlock.on() {
                 if resizing & DEFERRED != 0
                     || self
                         .resizing
@@ -209,7 +209,7 @@ impl State {
             }
             let state = self.load();
             let capacity = self.capacity();
-            if self.resizes_begun.load(Ordering::Acquire) != begun && Mechanism::ResizeSeqlock.on()
+            if self.resizes_begun.load(Ordering::Acquire) != begun && Safeguard::ResizeSeqlock.on()
             {
                 // A resize began meanwhile: look again.
                 continue;
@@ -257,7 +257,7 @@ impl State {
             if state & CLOSED != 0 {
                 return Err(Refused::Closed);
             }
-            let refuse = if Mechanism::RetiringBlocksFastPath.on() {
+            let refuse = if Safeguard::RetiringBlocksFastPath.on() {
                 UNITS_OWED
             } else {
                 QUEUED
@@ -294,7 +294,7 @@ impl State {
     /// it, and a grant of its own request made before it.
     #[inline]
     pub(crate) fn join(&self) -> usize {
-        let arrived = if Mechanism::Arrived.on() { ARRIVED } else { 0 };
+        let arrived = if Safeguard::Arrived.on() { ARRIVED } else { 0 };
         self.word.fetch_or(QUEUED | arrived, Ordering::AcqRel)
     }
 
@@ -352,7 +352,7 @@ impl State {
     /// capacity is then ordered against every parker's join, as a shrink's is
     /// by its `RETIRING` ([`Role::mark_lowered`](super::serving::Role::mark_lowered)).
     pub(crate) fn order_after_joins(&self) {
-        if Mechanism::ForgetOrdersAfterJoins.on() {
+        if Safeguard::ForgetOrdersAfterJoins.on() {
             self.word.fetch_add(0, Ordering::AcqRel);
         }
     }
@@ -420,7 +420,7 @@ impl State {
             if state & CLOSED != 0 {
                 return HeadTake::Closed;
             }
-            if state & RETIRING != 0 && Mechanism::RetiringStopsGrants.on() {
+            if state & RETIRING != 0 && Safeguard::RetiringStopsGrants.on() {
                 return HeadTake::Retiring;
             }
             if available(state) < units {

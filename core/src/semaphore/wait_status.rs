@@ -34,7 +34,7 @@
 use core::task::Waker;
 
 use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 
 /// Values and bits of the status word.
 pub(crate) mod status {
@@ -193,7 +193,7 @@ impl WaitStatus {
                 let mine = self.waker.with_mut(|w| unsafe { (*w).take() });
                 self.word.fetch_and(!status::REGISTERING, Ordering::Relaxed);
                 drop(mine);
-                if !Mechanism::Registering.on() {
+                if !Safeguard::Registering.on() {
                     return status::WAITING;
                 }
                 resolved & status::PHASE
@@ -216,7 +216,7 @@ impl WaitStatus {
             to,
             status::GRANTED | status::CLOSED | status::EXCEEDS
         ));
-        if !Mechanism::PhaseCas.on() {
+        if !Safeguard::PhaseCas.on() {
             self.word.store(to, Ordering::Release);
             // SAFETY: none: this is the negative control the loom models must catch.
             return Some(self.waker.with_mut(|w| unsafe { (*w).take() }));

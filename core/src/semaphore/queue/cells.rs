@@ -40,7 +40,7 @@ use super::segments::{SegmentCell, Segments, Ticket};
 use super::Queue;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 use crate::semaphore::serving::{join_needs_service, Role, Stop};
 use crate::semaphore::state::{available, HeadTake, State, CLOSED};
 use crate::semaphore::wait_status::{status, WaitStatus, WakerId};
@@ -147,7 +147,7 @@ impl CellQueue {
         wakers: &mut WakeList,
     ) {
         let won = self.resolve_untaken(cell, outcome, wakers);
-        if !won && outcome == status::GRANTED && units != 0 && Mechanism::GrantGivesBack.on() {
+        if !won && outcome == status::GRANTED && units != 0 && Safeguard::GrantGivesBack.on() {
             state.give_back(units);
         }
     }
@@ -301,7 +301,7 @@ impl Queue for CellQueue {
                 // units it saw.
                 let now = state.load();
                 let units_free = available(now) > 0 || now & CLOSED != 0;
-                if units_free && Mechanism::CancelServes.on() {
+                if units_free && Safeguard::CancelServes.on() {
                     self.serve(state);
                 }
                 drop(waker); // user code, after all our work
@@ -310,7 +310,7 @@ impl Queue for CellQueue {
             phase => {
                 self.segments.release(ticket);
                 // A drain waiter (0 units) holds nothing to give back.
-                if phase == status::GRANTED && Mechanism::CancelReleasesGrant.on() {
+                if phase == status::GRANTED && Safeguard::CancelReleasesGrant.on() {
                     units
                 } else {
                     0
@@ -361,8 +361,8 @@ impl Queue for CellQueue {
         // SAFETY: the caller holds the role.
         if !unsafe { self.resolve_every(status::CLOSED, wakers, |units| units != 0) } {
             Stop::BatchFull
-        } else if Mechanism::DrainKeepsQueued.on() {
-            Stop::HeadDoesNotFit
+        } else if Safeguard::DrainKeepsQueued.on() {
+            Stop::Blocked
         } else {
             Stop::Empty
         }
@@ -390,24 +390,24 @@ impl Queue for CellQueue {
                             // closed). The close served if anyone was queued,
                             // and every request published after it serves at
                             // its join, so that pass comes.
-                            HeadTake::Closed if Mechanism::ClosedMidPassWaits.on() => {
-                                return Stop::HeadDoesNotFit;
+                            HeadTake::Closed if Safeguard::ClosedMidPassWaits.on() => {
+                                return Stop::Blocked;
                             }
                             HeadTake::Closed => status::CLOSED,
                             // A shrink posted since this pass settled: stop. It
                             // set `ARRIVED`, so the pass goes round and pays it.
-                            HeadTake::Retiring => return Stop::HeadDoesNotFit,
+                            HeadTake::Retiring => return Stop::Blocked,
                             HeadTake::DoesNotFit => {
                                 // Stop, unless it was cancelled: a read-modify-
                                 // write, so that a cancel ordered after it sees
                                 // the state this pass saw (invariant 4).
-                                let phase = if Mechanism::StopRereadsHead.on() {
+                                let phase = if Safeguard::StopRereadsHead.on() {
                                     cell.status.phase_by_rmw()
                                 } else {
                                     cell.status.phase()
                                 };
                                 if phase == status::WAITING {
-                                    return Stop::HeadDoesNotFit;
+                                    return Stop::Blocked;
                                 }
                                 continue;
                             }
@@ -418,10 +418,10 @@ impl Queue for CellQueue {
                 status::EMPTY => {
                     let now = state.load();
                     let stuck = available(now) == 0 && now & CLOSED == 0;
-                    if stuck || !Mechanism::BreakUnpublished.on() {
+                    if stuck || !Safeguard::BreakUnpublished.on() {
                         // Its owner joins after publishing, and a release after
                         // that serves.
-                        return Stop::HeadDoesNotFit;
+                        return Stop::Blocked;
                     }
                     if !cell.status.break_unpublished() {
                         continue; // published meanwhile

@@ -42,7 +42,7 @@ use super::Queue;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
 use crate::loom::CriticalSection;
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 use crate::semaphore::serving::{join_needs_service, Role, Stop};
 use crate::semaphore::state::{available, HeadTake, State, CLOSED};
 use crate::semaphore::wait_status::{status, WaitStatus};
@@ -340,7 +340,7 @@ impl Queue for ListQueue {
     fn finish(&self, slot: Pin<&mut Slot>) {
         // SAFETY: nothing is moved.
         let slot = unsafe { slot.get_unchecked_mut() };
-        if core::mem::take(&mut slot.parked) && Mechanism::FinishEntersCriticalSection.on() {
+        if core::mem::take(&mut slot.parked) && Safeguard::FinishEntersCriticalSection.on() {
             // The server that resolved the node did so in a section that ends
             // before this one begins (invariant 3).
             self.list.with(|_| ());
@@ -371,13 +371,13 @@ impl Queue for ListQueue {
                 // free units: then serve (invariant 5).
                 let now = state.load();
                 let units_free = available(now) > 0 || now & CLOSED != 0;
-                if units_free && Mechanism::CancelServes.on() {
+                if units_free && Safeguard::CancelServes.on() {
                     self.serve(state);
                 }
                 drop(waker); // user code, after all our work
                 0
             }
-            status::GRANTED if Mechanism::CancelReleasesGrant.on() => node.units,
+            status::GRANTED if Safeguard::CancelReleasesGrant.on() => node.units,
             _ => 0,
         }
     }
@@ -401,10 +401,10 @@ impl Queue for ListQueue {
         });
         if !done {
             Stop::BatchFull
-        } else if self.list.with(|list| list.head.is_some()) && Mechanism::DrainKeepsQueued.on() {
+        } else if self.list.with(|list| list.head.is_some()) && Safeguard::DrainKeepsQueued.on() {
             // Drain waiters are left: keep `QUEUED` for the release that brings
             // the last unit back.
-            Stop::HeadDoesNotFit
+            Stop::Blocked
         } else {
             Stop::Empty
         }
@@ -428,14 +428,14 @@ impl Queue for ListQueue {
                         HeadTake::Taken => status::GRANTED,
                         // Left to the next pass's close, which a drain waiter
                         // needs (as in `cells.rs`).
-                        HeadTake::Closed if Mechanism::ClosedMidPassWaits.on() => {
-                            return Step::Stop(Stop::HeadDoesNotFit);
+                        HeadTake::Closed if Safeguard::ClosedMidPassWaits.on() => {
+                            return Step::Stop(Stop::Blocked);
                         }
                         HeadTake::Closed => status::CLOSED,
                         // A shrink posted since this pass settled: it set
                         // `ARRIVED`, so the pass goes round and pays it.
-                        HeadTake::Retiring => return Step::Stop(Stop::HeadDoesNotFit),
-                        HeadTake::DoesNotFit => return Step::Stop(Stop::HeadDoesNotFit),
+                        HeadTake::Retiring => return Step::Stop(Stop::Blocked),
+                        HeadTake::DoesNotFit => return Step::Stop(Stop::Blocked),
                     }
                 };
                 // SAFETY: inside the section; the head is listed.

@@ -8,7 +8,7 @@ use super::link::{Word, COUNT};
 use super::segment::{Segment, SegmentRef, LINK_REF, TAIL};
 use super::{SegmentCell, Segments, CELLS};
 use crate::loom::sync::Ordering;
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 
 /// A claimed ticket: its cell, kept alive until [`Segments::release`] or
 /// [`Segments::cancel`] takes the ticket. One word, so that an acquire future
@@ -79,7 +79,7 @@ impl<C: SegmentCell> Segments<C> {
                 // may count readers in transit (a sweep's or a removal's walk):
                 // `tail` takes the address alone, or its count would start there.
                 let head = actual.target().expect("installed");
-                if Mechanism::StartTakesTheAddress.on() {
+                if Safeguard::StartTakesTheAddress.on() {
                     Word::of(head)
                 } else {
                     actual
@@ -177,7 +177,7 @@ impl<C: SegmentCell> Segments<C> {
             ) {
                 Ok(_) => {
                     let helpers = (word & COUNT) - CELLS;
-                    let handed_over = if Mechanism::SwingCountsHelpers.on() {
+                    let handed_over = if Safeguard::SwingCountsHelpers.on() {
                         TAIL - helpers
                     } else {
                         TAIL

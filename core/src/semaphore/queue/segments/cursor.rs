@@ -6,7 +6,7 @@ use super::link::{let_go_of_link, Word, GONE, PASSING};
 use super::segment::SegmentRef;
 use super::{SegmentCell, Segments, CELLS};
 use crate::loom::sync::Ordering;
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 
 impl<C: SegmentCell> Segments<C> {
     /// The cell at the cursor, if its ticket has been claimed: moves the cursor
@@ -29,7 +29,7 @@ impl<C: SegmentCell> Segments<C> {
             let passed = unsafe { segment.as_ref() }.live();
             let word = passed.next.load(Ordering::Acquire);
             let next = word.target()?;
-            if Mechanism::PassSwingsTail.on() {
+            if Safeguard::PassSwingsTail.on() {
                 // SAFETY: `head`'s reference, under the caller's role.
                 unsafe { self.swing(segment, next) };
             }
@@ -125,7 +125,7 @@ impl<C: SegmentCell> Segments<C> {
             let next = segment.next.hold_target().or_else(|| {
                 // The end, or `segment` was removed and cleaned up (its cells
                 // all cancelled, and visited): go on from what follows it.
-                (segment.next.load(Ordering::Acquire) != 0 && Mechanism::ScanFindsItsWay.on())
+                (segment.next.load(Ordering::Acquire) != 0 && Safeguard::ScanFindsItsWay.on())
                     .then(|| self.first_after(segment.id))
             });
             let Some(next) = next else {

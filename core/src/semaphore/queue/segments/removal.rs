@@ -7,7 +7,7 @@ use super::link::{let_go_of_link, Word, FROZEN, GONE, PASSING};
 use super::segment::SegmentRef;
 use super::{SegmentCell, Segments, Ticket};
 use crate::loom::sync::Ordering;
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 
 impl<C: SegmentCell> Segments<C> {
     /// Lets go of a ticket whose cell was cancelled (the caller's protocol made
@@ -30,7 +30,7 @@ impl<C: SegmentCell> Segments<C> {
         if word == GONE {
             return; // the cursor has passed it
         }
-        if Mechanism::Freeze.on() {
+        if Safeguard::Freeze.on() {
             completed.next.fetch_or(FROZEN, Ordering::AcqRel);
         }
         'walk: loop {
@@ -95,8 +95,8 @@ impl<C: SegmentCell> Segments<C> {
         let mut word = pred.next.load(Ordering::Acquire);
         loop {
             let live_link =
-                word & FROZEN == 0 || pred_is_head || !Mechanism::SpliceNeedsLiveLink.on();
-            let passing = word & PASSING != 0 && Mechanism::SpliceRespectsPass.on();
+                word & FROZEN == 0 || pred_is_head || !Safeguard::SpliceNeedsLiveLink.on();
+            let passing = word & PASSING != 0 && Safeguard::SpliceRespectsPass.on();
             if word.target() != Some(frozen.as_ptr()) || passing || !live_link {
                 // SAFETY: the new link's reference, counted above, was not made.
                 unsafe { succ.drop_with_unmade_link() };

@@ -16,7 +16,7 @@ use loom::thread;
 
 use super::{TestCell, CANCELLED, PUBLISHED, SERVED};
 use crate::loom_tests::support::without;
-use crate::mechanism::Mechanism;
+use crate::safeguard::Safeguard;
 use crate::semaphore::queue::segments::{Segments, Ticket, CELLS};
 
 /// Claims a ticket and gives it up at once.
@@ -116,7 +116,7 @@ fn tickets_cross_a_segment_boundary_and_every_segment_is_freed_once() {
 #[test]
 fn a_swing_that_forgets_the_helpers_frees_a_segment_in_use() {
     without(
-        Mechanism::SwingCountsHelpers,
+        Safeguard::SwingCountsHelpers,
         "a segment used after it was freed",
         helpers_cross_a_boundary_while_the_cursor_passes,
     );
@@ -128,7 +128,7 @@ fn a_swing_that_forgets_the_helpers_frees_a_segment_in_use() {
 #[test]
 fn a_pass_before_the_swing_leaves_helpers_spinning() {
     without(
-        Mechanism::PassSwingsTail,
+        Safeguard::PassSwingsTail,
         "Model exceeded maximum number of branches",
         helpers_cross_a_boundary_while_the_cursor_passes,
     );
@@ -183,7 +183,7 @@ fn adjacent_segments_completing_at_once_both_go() {
 #[test]
 fn a_splice_through_a_frozen_link_resurrects_a_segment() {
     without(
-        Mechanism::SpliceNeedsLiveLink,
+        Safeguard::SpliceNeedsLiveLink,
         "a removed segment is still alive",
         adjacent_segments_complete_at_once,
     );
@@ -193,7 +193,7 @@ fn a_splice_through_a_frozen_link_resurrects_a_segment() {
 #[test]
 fn without_the_freeze_nothing_is_removed() {
     without(
-        Mechanism::Freeze,
+        Safeguard::Freeze,
         "a removed segment is still alive",
         adjacent_segments_complete_at_once,
     );
@@ -244,7 +244,7 @@ fn the_cursor_passing_races_a_splice() {
 #[test]
 fn a_splice_under_the_cursor_loses_its_way() {
     without(
-        Mechanism::SpliceRespectsPass,
+        Safeguard::SpliceRespectsPass,
         "the cursor lost a ticket",
         the_cursor_passes_while_a_segment_is_spliced,
     );
@@ -345,7 +345,7 @@ fn the_first_claims_race_a_walk_from_head() {
 #[test]
 fn a_tail_with_the_walkers_count_leaks_the_first_segment() {
     without(
-        Mechanism::StartTakesTheAddress,
+        Safeguard::StartTakesTheAddress,
         "a segment leaked",
         first_claims_race_a_walk_from_head,
     );

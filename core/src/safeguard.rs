@@ -1,5 +1,5 @@
-//! The mechanisms the wait queue relies on, named so that a loom model's negative
-//! control can switch one off and show the model then fails.
+//! Safeguards: the mechanisms the wait queue relies on, each named so that a loom
+//! model's negative control can switch one off and show the model then fails.
 //!
 //! In every build but the loom ones (`--cfg admit_loom`: the crate's own models,
 //! and the library the `loom-tests` crate builds) and the shuttle unit tests
@@ -14,7 +14,7 @@
 
 /// A mechanism the models check by switching it off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mechanism {
+pub enum Safeguard {
     /// A join sets `ARRIVED`, and the server's clearing of `QUEUED` fails while it
     /// is set: no parker is left behind a cleared `QUEUED`.
     Arrived,
@@ -131,7 +131,7 @@ pub enum Mechanism {
 }
 
 #[cfg(not(any(admit_loom, all(test, admit_shuttle))))]
-impl Mechanism {
+impl Safeguard {
     /// Always on outside loom.
     #[inline(always)]
     pub(crate) const fn on(self) -> bool {
@@ -150,13 +150,13 @@ mod switch {
 
     use core::cell::Cell;
 
-    use super::Mechanism;
+    use super::Safeguard;
 
     std::thread_local! {
-        static OFF: Cell<Option<Mechanism>> = const { Cell::new(None) };
+        static OFF: Cell<Option<Safeguard>> = const { Cell::new(None) };
     }
 
-    impl Mechanism {
+    impl Safeguard {
         /// Whether the mechanism is on (every one is, unless a negative control
         /// switched it off).
         pub(crate) fn on(self) -> bool {
@@ -165,7 +165,7 @@ mod switch {
     }
 
     /// Switches `mechanism` off on this thread until the guard is dropped.
-    pub fn switch_off(mechanism: Mechanism) -> SwitchedOff {
+    pub fn switch_off(mechanism: Safeguard) -> SwitchedOff {
         OFF.with(|off| off.set(Some(mechanism)));
         SwitchedOff(())
     }
