@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the shuttle schedules (src/semaphore/shuttle.rs): randomized and PCT
+# Runs the shuttle schedules (src/semaphore/tests/shuttle.rs): randomized and PCT
 # schedules of 4-8 threads and hundreds of operations, in release with debug
 # assertions, in a target dir of their own. SHUTTLE_ITERATIONS sets the schedules
 # per test (default 2000, the CI bound; docs/testing.md records longer runs).

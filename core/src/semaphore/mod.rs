@@ -48,11 +48,9 @@ mod error;
 mod permit;
 pub(crate) mod queue;
 mod serving;
-#[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
-mod serving_tests;
-#[cfg(all(test, admit_shuttle))]
-mod shuttle;
 mod state;
+#[cfg(test)]
+pub(crate) mod tests;
 mod wait_status;
 mod wake_list;
 

@@ -79,7 +79,7 @@ pub(crate) struct Role {
     /// The role holder's only.
     server: UnsafeCell<Server>,
     /// Times a call to `serve` took the role: the unit tests check that no
-    /// operation serves when it need not (`semaphore/serving_tests.rs`).
+    /// operation serves when it need not (`semaphore/tests/serving.rs`).
     #[cfg(test)]
     roles_taken: core::sync::atomic::AtomicUsize,
 }

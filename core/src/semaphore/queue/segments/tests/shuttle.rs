@@ -4,7 +4,7 @@
 use std::boxed::Box;
 
 use super::claim_serve_release;
-use crate::semaphore::shuttle::iterations;
+use crate::semaphore::tests::shuttle::iterations;
 
 fn shuttle_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
     let handle = shuttle::thread::spawn(f);

@@ -285,7 +285,7 @@ fn lifecycle_storm(threads: usize, ops: usize, resizes: usize, drain: bool) {
 }
 
 /// Iterations per test: `SHUTTLE_ITERATIONS`, or a CI-sized default.
-pub(super) fn iterations() -> usize {
+pub(crate) fn iterations() -> usize {
     std::env::var("SHUTTLE_ITERATIONS")
         .ok()
         .and_then(|n| n.parse().ok())

@@ -13,8 +13,8 @@ use core::future::Future;
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll, Waker};
 
-use super::queue::Queue;
-use super::Semaphore;
+use crate::semaphore::queue::Queue;
+use crate::semaphore::Semaphore;
 
 /// How many times `f` took the serving role.
 fn serves(sem: &Semaphore, f: impl FnOnce()) -> usize {

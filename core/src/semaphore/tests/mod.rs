@@ -1,0 +1,9 @@
+//! The semaphore's own tests of private parts: the serving counts (`serving.rs`)
+//! and the shuttle schedules (`shuttle.rs`, built only with `--cfg admit_shuttle`).
+//! The behaviour seen through the public API is tested in `core/tests/`, and
+//! under loom in `loom-tests/`.
+
+#[cfg(all(not(admit_loom), not(admit_shuttle)))]
+mod serving;
+#[cfg(admit_shuttle)]
+pub(crate) mod shuttle;
