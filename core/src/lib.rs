@@ -50,18 +50,17 @@ compile_error!(
 
 mod gate;
 mod loom;
-#[cfg(all(test, admit_loom, feature = "alloc"))]
-mod loom_tests;
 mod safeguard;
 mod semaphore;
 
-/// The safeguard switches of the loom build, for the models of the `loom-tests`
+/// The safeguard switches of the loom build and the negative controls' runner,
+/// for the models of the `loom-tests`
 /// crate: test-only, not part of the API, outside semver, and absent without
 /// `--cfg admit_loom`.
 #[cfg(admit_loom)]
 #[doc(hidden)]
 pub mod __loom {
-    pub use crate::safeguard::{switch_off, Safeguard, SwitchedOff};
+    pub use crate::safeguard::{expect_failure, switch_off, Safeguard, SwitchedOff};
 }
 
 #[doc(hidden)]

@@ -181,3 +181,54 @@ mod switch {
         }
     }
 }
+
+/// A negative control's runner: runs `run` (a loom model) with `mechanism`
+/// switched off, or with every mechanism on if `None`, and asserts that it fails
+/// with a report containing `expected` (a deadlock, a data race, a failed
+/// assertion, a leak). Shared by the crate's own models and `loom-tests`'.
+///
+/// The model runs in a child process (this test binary again, filtered to the
+/// calling test): a model that fails may leave loom's runtime unwinding through
+/// loom objects, which aborts the process instead of failing one test.
+///
+/// # Panics
+///
+/// If the model passes (it does not cover the mechanism), or fails some other
+/// way than `expected`.
+#[cfg(admit_loom)]
+#[allow(clippy::std_instead_of_alloc)] // test code on std, in builds without `alloc` too
+pub fn expect_failure(mechanism: Option<Safeguard>, expected: &str, run: impl FnOnce()) {
+    use std::borrow::ToOwned;
+    use std::string::String;
+
+    const CHILD: &str = "ADMIT_LOOM_NEGATIVE_CONTROL";
+    if std::env::var_os(CHILD).is_some() {
+        let _off = mechanism.map(switch_off);
+        run();
+        return;
+    }
+    let test = std::thread::current()
+        .name()
+        .expect("libtest names the test thread after the test")
+        .to_owned();
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("the test binary runs");
+    let report = std::format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "with {mechanism:?} off the model still passes: it does not cover the mechanism\n{report}"
+    );
+    assert!(
+        report.contains(expected),
+        "with {mechanism:?} off the model failed, but not with {expected:?}:\n{report}"
+    );
+}

@@ -234,14 +234,14 @@ pub const RACE: &str = "Causality violation";
 /// If the model passes with the mechanism off (it does not cover the mechanism),
 /// or fails some other way than `expected`.
 pub fn without(mechanism: Safeguard, expected: &str, model: impl Fn() + Sync + Send + 'static) {
-    without_in(Some(mechanism), expected, || loom::model(model));
+    admit::__loom::expect_failure(Some(mechanism), expected, || loom::model(model));
 }
 
 /// Runs `model` under loom, with every mechanism on, and asserts that loom finds
 /// a failure whose report contains `expected`: for a model that shows what the
 /// crate exists to prevent. In a child process, as [`without`] does.
 pub fn fails_with(expected: &str, model: impl Fn() + Sync + Send + 'static) {
-    without_in(None, expected, || loom::model(model));
+    admit::__loom::expect_failure(None, expected, || loom::model(model));
 }
 
 /// [`without`] for a model run by [`heavy`].
@@ -250,7 +250,7 @@ pub fn without_heavy(
     expected: &str,
     model: impl Fn() + Sync + Send + 'static,
 ) {
-    without_in(Some(mechanism), expected, || heavy(model));
+    admit::__loom::expect_failure(Some(mechanism), expected, || heavy(model));
 }
 
 /// Runs a model too large to explore at `LOOM_MAX_PREEMPTIONS=3` within CI's
@@ -265,37 +265,4 @@ pub fn heavy(model: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(bound);
     builder.check(model);
-}
-
-fn without_in(mechanism: Option<Safeguard>, expected: &str, run: impl FnOnce()) {
-    const CHILD: &str = "ADMIT_LOOM_NEGATIVE_CONTROL";
-    if std::env::var_os(CHILD).is_some() {
-        let _off = mechanism.map(admit::__loom::switch_off);
-        run();
-        return;
-    }
-    let test = std::thread::current()
-        .name()
-        .expect("libtest names the test thread after the test")
-        .to_owned();
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = std::process::Command::new(exe)
-        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("the test binary runs");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success(),
-        "with {mechanism:?} off the model still passes: it does not cover the mechanism\n{report}"
-    );
-    assert!(
-        report.contains(expected),
-        "with {mechanism:?} off the model failed, but not with {expected:?}:\n{report}"
-    );
 }

@@ -15,9 +15,14 @@ use std::vec::Vec;
 use loom::thread;
 
 use super::{TestCell, CANCELLED, PUBLISHED, SERVED};
-use crate::loom_tests::support::without;
-use crate::safeguard::Safeguard;
+use crate::safeguard::{expect_failure, Safeguard};
 use crate::semaphore::queue::segments::{Segments, Ticket, CELLS};
+
+/// A negative control: `model` under loom with `mechanism` off must fail with
+/// `expected` ([`expect_failure`]).
+fn without(mechanism: Safeguard, expected: &str, model: impl Fn() + Sync + Send + 'static) {
+    expect_failure(Some(mechanism), expected, || loom::model(model));
+}
 
 /// Claims a ticket and gives it up at once.
 fn claim_and_give_up(segments: &Segments<TestCell>) -> Ticket<TestCell> {
