@@ -79,6 +79,10 @@ struct Node {
     /// # Safety
     /// Inside the section only.
     links: UnsafeCell<Links>,
+    /// The list points into the node while the owner holds `&mut` of its
+    /// future: `!Unpin` keeps such a reference from asserting uniqueness over
+    /// the node (miri's Stacked Borrows reports it otherwise).
+    _pinned: PhantomPinned,
 }
 
 #[derive(Clone, Copy)]
@@ -131,6 +135,7 @@ impl Node {
                 prev: None,
                 next: None,
             }),
+            _pinned: PhantomPinned,
         }
     }
 }
