@@ -374,7 +374,7 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
                                     held: elapsed(arrived) - wait,
                                 }
                             }
-                            Ok(Err(GateError::Busy { retry_after })) => Outcome::Shed {
+                            Ok(Err(GateError::Busy { retry_after, .. })) => Outcome::Shed {
                                 after: elapsed(arrived),
                                 reason: tally.last_reason.lock().unwrap().take(),
                                 retry_after: Some(retry_after / scale),
@@ -519,7 +519,7 @@ pub struct Figures {
     pub shed: [f64; 3],
     /// Sheds per size (`[1 unit, larger]`) and reason ([`ShedReason::ALL`], then
     /// tower's, which has none).
-    pub sheds_by_reason: [[usize; 5]; 2],
+    pub sheds_by_reason: [[usize; ShedReason::ALL.len() + 1]; 2],
     /// Share of requests whose client gave up while parked.
     pub gave_up: f64,
     /// Share of requests shed or given up by the end of the span: what
@@ -574,7 +574,7 @@ impl Run {
         let mut latencies = Vec::new();
         let mut shed_after = Vec::new();
         let mut retry = Vec::new();
-        let mut sheds_by_reason = [[0; 5]; 2];
+        let mut sheds_by_reason = [[0; ShedReason::ALL.len() + 1]; 2];
         let (mut shed_of_size, mut of_size) = ([0usize; 2], [0usize; 2]);
         let mut gave_up = 0usize;
         for r in &arrived {

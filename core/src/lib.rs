@@ -74,7 +74,10 @@ pub use gate::{
 #[cfg(feature = "alloc")]
 pub use gate::{
     DrainTimeout, Gate, GateAcquire, GateBuilder, GateDrain, GatePermit, NoTimer, MAX_WAIT_BUDGET,
+    MIN_WAIT_BUDGET,
 };
+#[cfg(feature = "std")]
+pub use gate::{ThreadSleep, ThreadTimer};
 #[cfg(feature = "std")]
 pub use semaphore::AcquireTimeoutError;
 pub use semaphore::{

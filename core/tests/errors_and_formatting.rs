@@ -21,9 +21,19 @@ const OVERSIZE: ExceedsCapacity = ExceedsCapacity {
     capacity: 2,
 };
 
+const ABOVE_MAX_UNITS: GateError = GateError::ExceedsMaxUnits {
+    requested: 3,
+    max_units: 2,
+};
+
 fn busy(secs: f64) -> GateError {
+    shed(secs, ShedReason::WaitBudget)
+}
+
+fn shed(secs: f64, reason: ShedReason) -> GateError {
     GateError::Busy {
         retry_after: Duration::from_secs_f64(secs),
+        reason,
     }
 }
 
@@ -31,21 +41,43 @@ fn busy(secs: f64) -> GateError {
 fn only_busy_is_a_shed_and_carries_a_retry_after() {
     assert!(busy(2.0).is_shed());
     assert_eq!(busy(2.0).retry_after(), Some(Duration::from_secs(2)));
+    for reason in ShedReason::ALL {
+        assert_eq!(shed(1.0, reason).shed_reason(), Some(reason));
+    }
     for other in [
         GateError::Cancelled,
         GateError::ExceedsCapacity(OVERSIZE),
+        ABOVE_MAX_UNITS,
         GateError::Closed,
     ] {
         assert!(!other.is_shed(), "{other:?}");
         assert_eq!(other.retry_after(), None, "{other:?}");
+        assert_eq!(other.shed_reason(), None, "{other:?}");
     }
 }
 
 #[test]
 fn gate_errors_read_as_an_operator_would_want() {
+    // Each shed says which limit turned the caller away.
+    let said: Vec<_> = ShedReason::ALL
+        .iter()
+        .map(|&reason| shed(1.2, reason).to_string())
+        .collect();
     assert_eq!(
-        busy(1.2).to_string(),
-        "admission gate busy: the units could not be granted within the wait allowed; retry after 2s"
+        said,
+        [
+            "admission gate busy: the wait budget expired; retry after 2s",
+            "admission gate busy: the call's wait ceiling expired; retry after 2s",
+            "admission gate busy: the units were not free at once, and try_acquire never waits; \
+             retry after 2s",
+            "admission gate busy: max_waiters requests were already parked; retry after 2s",
+            "admission gate busy: the gate is overloaded and the wait reached its cap; retry after 2s",
+            "admission gate busy: the estimated wait was longer than the wait allowed; retry after 2s",
+        ]
+    );
+    assert_eq!(
+        ABOVE_MAX_UNITS.to_string(),
+        "admission gate misconfigured: request for 3 units exceeds the gate's max_units of 2"
     );
     assert_eq!(
         GateError::Cancelled.to_string(),
@@ -70,6 +102,7 @@ fn gate_errors_map_to_fitting_io_error_kinds() {
         kind(GateError::ExceedsCapacity(OVERSIZE)),
         ErrorKind::InvalidInput
     );
+    assert_eq!(kind(ABOVE_MAX_UNITS), ErrorKind::InvalidInput);
     assert_eq!(kind(GateError::Closed), ErrorKind::NotConnected);
     let io = std::io::Error::from(GateError::Closed);
     assert_eq!(io.to_string(), GateError::Closed.to_string());
@@ -168,7 +201,14 @@ fn shed_reasons_have_stable_labels() {
     let labels: Vec<_> = ShedReason::ALL.iter().map(|r| r.label()).collect();
     assert_eq!(
         labels,
-        ["wait_budget", "queue_full", "overload", "hopeless"]
+        [
+            "wait_budget",
+            "ceiling",
+            "no_wait",
+            "queue_full",
+            "overload",
+            "hopeless"
+        ]
     );
 }
 
@@ -200,6 +240,7 @@ fn a_hand_written_source_finds_its_index_by_label() {
 fn a_gate_acquire_says_what_it_asks_for_and_how_long_it_may_wait() {
     let gate = Gate::<Src, _, _>::builder(4)
         .wait_budget(Duration::from_secs(5))
+        .max_units(3)
         .timer(ManualTimer::new())
         .build()
         .unwrap();

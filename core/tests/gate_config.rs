@@ -7,7 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use admit::{Capacity, ConfigError, Gate, GateBuilder, NoTimer, Semaphore, MAX_WAIT_BUDGET};
+use admit::{
+    Capacity, ConfigError, Gate, GateBuilder, NoTimer, Semaphore, MAX_WAIT_BUDGET, MIN_WAIT_BUDGET,
+};
 use support::{ManualTimer, Src};
 
 fn build(b: GateBuilder<Src, NoTimer, ()>) -> Result<Gate<Src, ManualTimer, ()>, ConfigError> {
@@ -82,7 +84,26 @@ fn wait_budget_over_an_hour() {
         ConfigError::WaitBudgetTooLong { budget }
     );
     assert!(build(Gate::builder(4).wait_budget(MAX_WAIT_BUDGET)).is_ok());
-    assert!(build(Gate::builder(4).wait_budget(Duration::from_nanos(1))).is_ok());
+}
+
+#[test]
+fn wait_budget_under_a_millisecond() {
+    // Below the resolution of Tokio's timer, which would round it up unseen.
+    for budget in [
+        Duration::from_nanos(1),
+        MIN_WAIT_BUDGET - Duration::from_nanos(1),
+    ] {
+        assert_eq!(
+            build(Gate::builder(4).wait_budget(budget)).unwrap_err(),
+            ConfigError::WaitBudgetTooShort { budget }
+        );
+    }
+    assert!(build(Gate::builder(4).wait_budget(MIN_WAIT_BUDGET)).is_ok());
+    let msg = ConfigError::WaitBudgetTooShort {
+        budget: Duration::from_nanos(1),
+    }
+    .to_string();
+    assert_eq!(msg, "wait budget 1ns is shorter than the minimum of 1ms");
 }
 
 #[test]

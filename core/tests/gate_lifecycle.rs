@@ -11,9 +11,9 @@ mod support;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use admit::{Capacity, ConfigError, Gate, GateError, GatePermit};
+use admit::{Capacity, ConfigError, Gate, GateError, GatePermit, ShedReason, ThreadTimer};
 use futures_lite::future::{block_on, poll_once};
 use support::{Event, ManualTimer, Recorder, Src};
 
@@ -162,13 +162,33 @@ fn resize_grows_and_shrinks_within_the_floor_and_tells_the_observer() {
 }
 
 #[test]
+fn a_closed_gate_refuses_a_resize_and_keeps_its_capacity() {
+    let (gate, _timer, rec) = gate(4);
+    let held = take(&gate, 2, Src::Upload);
+    gate.close();
+    assert_eq!(gate.resize(6), Err(ConfigError::Closed));
+    assert_eq!(gate.resize(2), Err(ConfigError::Closed));
+    // A capacity the builder would refuse is refused as such first.
+    assert_eq!(gate.resize(0), Err(ConfigError::ZeroCapacity));
+    assert_eq!(gate.capacity(), 4);
+    assert!(!rec.events().iter().any(|e| matches!(e, Event::Capacity(_))));
+    assert_eq!(
+        ConfigError::Closed.to_string(),
+        "the gate is closed: its capacity no longer changes"
+    );
+    drop(held);
+}
+
+#[test]
 fn a_full_queue_sheds_at_once_with_its_own_reason() {
     let (gate, timer, rec) = gate_with(2, |b| b.max_waiters(1));
     let held = take(&gate, 2, Src::Upload);
     let mut first = Box::pin(gate.acquire(1, Src::Upload));
     assert!(poll(&mut first).is_none());
     let second = poll(&mut Box::pin(gate.acquire(1, Src::Mirror))).expect("shed at once");
-    assert!(matches!(second, Err(GateError::Busy { retry_after }) if retry_after > Duration::ZERO));
+    assert!(
+        matches!(second, Err(GateError::Busy { retry_after, .. }) if retry_after > Duration::ZERO)
+    );
     assert_eq!(gate.waiters(), 1, "the shed request left the queue");
     assert_eq!(rec.events().last(), Some(&Event::QueueFull("mirror", 1)));
 
@@ -257,20 +277,93 @@ fn a_blocking_acquire_queues_with_async_callers_and_sheds_on_its_budget() {
         .unwrap();
     let held = gate.try_acquire(1, Src::Upload).unwrap();
     // The budget runs on the system clock: the unit stays held past it.
-    assert!(matches!(
-        gate.acquire_blocking(1, Src::Mirror),
-        Err(GateError::Busy { .. })
-    ));
-    assert_eq!(rec.total_sheds(), 1);
+    let shed = gate.acquire_blocking(1, Src::Mirror).unwrap_err();
+    assert_eq!(shed.shed_reason(), Some(ShedReason::WaitBudget));
+    // A deadline after the budget's end leaves the budget in charge.
+    let later = Instant::now() + Duration::from_secs(3600);
+    let shed = gate
+        .acquire_blocking_until(1, Src::Mirror, later)
+        .unwrap_err();
+    assert_eq!(shed.shed_reason(), Some(ShedReason::WaitBudget));
+    assert_eq!(rec.total_sheds(), 2);
     assert_eq!(gate.waiters(), 0);
     drop(held);
     let permit = gate.acquire_blocking(1, Src::Mirror).expect("free");
     assert_eq!(permit.source(), Src::Mirror);
     drop(permit);
-    assert!(matches!(
-        gate.acquire_blocking(5, Src::Mirror),
-        Err(GateError::ExceedsCapacity(_))
-    ));
+    assert_eq!(
+        gate.acquire_blocking(2, Src::Mirror).unwrap_err(),
+        GateError::ExceedsMaxUnits {
+            requested: 2,
+            max_units: 1
+        }
+    );
+}
+
+#[test]
+fn a_blocking_deadline_before_the_budget_sheds_as_a_ceiling() {
+    let (gate, _timer, rec) = gate(2);
+    let held = gate.try_acquire(2, Src::Upload).unwrap();
+    // Already past: shed at once, without parking, and counted as a ceiling.
+    let shed = gate
+        .acquire_blocking_until(1, Src::Mirror, Instant::now())
+        .unwrap_err();
+    assert_eq!(shed.shed_reason(), Some(ShedReason::Ceiling));
+    assert_eq!(
+        rec.events().last(),
+        Some(&Event::Shed("mirror", 1, Duration::ZERO))
+    );
+    // A short one (the budget is 5 s): shed once the deadline passes.
+    let soon = Instant::now() + Duration::from_millis(10);
+    let shed = gate
+        .acquire_blocking_until(1, Src::Mirror, soon)
+        .unwrap_err();
+    assert!(Instant::now() >= soon);
+    assert_eq!(shed.shed_reason(), Some(ShedReason::Ceiling));
+    assert_eq!((rec.total_sheds(), gate.waiters()), (2, 0));
+    assert_eq!(rec.shed_reasons(), [ShedReason::Ceiling; 2]);
+    // A past deadline does not turn away a request that is granted at once.
+    drop(held);
+    let permit = gate
+        .acquire_blocking_until(2, Src::Mirror, Instant::now())
+        .expect("free");
+    assert_eq!(permit.units(), 2);
+}
+
+#[test]
+fn a_thread_only_gate_runs_on_a_thread_timer_and_drains_blocking() {
+    let gate = Gate::builder(2)
+        .max_units(2)
+        .timer(ThreadTimer::new())
+        .build()
+        .unwrap();
+    let held = gate.acquire_blocking(2, Src::Upload).unwrap();
+    let blocked = {
+        let gate = gate.clone();
+        std::thread::spawn(move || gate.acquire_blocking(1, Src::Mirror).map(|p| p.units()))
+    };
+    // Hand-off: the thread is parked (its budget is the default 5 s).
+    while gate.waiters() < 1 && !blocked.is_finished() {
+        std::thread::yield_now();
+    }
+    drop(held);
+    assert_eq!(blocked.join().unwrap(), Ok(1));
+    // Drained with a unit out: cut short after the grace period, the unit named.
+    let out = gate.acquire_blocking(1, Src::Mirror).unwrap();
+    let cut = gate.drain_blocking(Duration::from_millis(10)).unwrap_err();
+    assert_eq!(cut.held(), &[(Src::Mirror, 1)]);
+    assert!(gate.is_closed());
+    drop(out);
+    assert_eq!(gate.drain_blocking(Duration::ZERO), Ok(()));
+}
+
+#[test]
+#[should_panic(expected = "admit::ThreadTimer cannot sleep in an async task")]
+fn an_async_acquire_that_parks_on_a_thread_timer_panics_with_the_fix() {
+    let gate = Gate::builder(1).timer(ThreadTimer::new()).build().unwrap();
+    let _held = gate.try_acquire(1, Src::Upload).unwrap();
+    let mut parked = Box::pin(gate.acquire(1, Src::Mirror));
+    let _ = poll(&mut parked);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use admit::{Gate, GateError, GatePermit};
+use admit::{Gate, GateError, GatePermit, ShedReason};
 use futures_lite::future::{block_on, poll_once};
 use support::{Event, ManualTimer, Recorder, Src, Trigger};
 
@@ -43,7 +43,7 @@ fn take(gate: &TestGate, units: usize, src: Src) -> GatePermit<Src> {
 
 fn busy_retry_after(r: Option<Result<GatePermit<Src>, GateError>>) -> Duration {
     match r {
-        Some(Err(GateError::Busy { retry_after })) => retry_after,
+        Some(Err(GateError::Busy { retry_after, .. })) => retry_after,
         other => panic!("expected Busy, got {other:?}"),
     }
 }
@@ -139,6 +139,7 @@ fn ceiling_shorter_than_budget_ends_the_wait_busy_and_counted() {
     assert!(rec
         .events()
         .contains(&Event::Shed("publish", 1, Duration::from_secs(2))));
+    assert_eq!(rec.shed_reasons(), [ShedReason::Ceiling]);
 }
 
 #[test]
@@ -151,6 +152,7 @@ fn ceiling_longer_than_budget_does_not_extend_it() {
     timer.advance(BUDGET);
     busy_retry_after(poll(&mut w));
     assert_eq!(rec.sheds("upload"), 1);
+    assert_eq!(rec.shed_reasons(), [ShedReason::WaitBudget]);
 }
 
 #[test]
@@ -160,12 +162,13 @@ fn zero_ceiling_sheds_on_first_poll_when_no_units() {
     let mut w = Box::pin(gate.acquire(1, Src::Upload).ceiling(Duration::ZERO));
     busy_retry_after(poll(&mut w));
     assert_eq!(rec.sheds("upload"), 1);
+    assert_eq!(rec.shed_reasons(), [ShedReason::Ceiling]);
     assert_eq!(gate.waiters(), 0);
 }
 
 #[test]
 fn cancel_while_parked_is_cancelled_not_counted_queue_whole() {
-    let (gate, timer, rec) = gate(2, 1);
+    let (gate, timer, rec) = gate(2, 2);
     let held = take(&gate, 2, Src::Mirror);
     let cancel = Trigger::new();
     let mut a = Box::pin(gate.acquire(1, Src::Upload).until(cancel.fired()));
@@ -268,7 +271,7 @@ fn grant_wins_when_grant_and_deadline_are_both_ready() {
 
 #[test]
 fn capacity_round_trip() {
-    let (gate, timer, rec) = gate(3, 2);
+    let (gate, timer, rec) = gate(3, 3);
     let a = take(&gate, 1, Src::Upload);
     let b = take(&gate, 2, Src::Publish);
     assert_eq!(gate.in_use(), 3);
@@ -281,6 +284,7 @@ fn capacity_round_trip() {
         1,
         "a try_acquire turned away is a shed"
     );
+    assert_eq!(rec.shed_reasons(), [ShedReason::NoWait]);
     timer.advance(Duration::from_secs(1));
     drop(a);
     assert_eq!(gate.in_use(), 2);
@@ -313,20 +317,44 @@ fn floor_progress_two_acquires_of_two_at_capacity_two_both_complete() {
 }
 
 #[test]
-fn oversize_is_exceeds_capacity_at_once_not_counted_never_parked() {
-    let (gate, timer, rec) = gate(2, 1);
-    let _held = take(&gate, 2, Src::Mirror);
+fn above_max_units_is_refused_at_once_though_the_capacity_fits_it() {
+    // max_units is the largest request the gate keeps servable across resizes:
+    // one above it is a composition fault, even while the capacity would fit it.
+    let (gate, timer, rec) = gate(4, 2);
+    let refused = GateError::ExceedsMaxUnits {
+        requested: 3,
+        max_units: 2,
+    };
     let mut w = Box::pin(gate.acquire(3, Src::Upload));
+    assert_eq!(poll(&mut w).map(Result::unwrap_err), Some(refused));
+    assert_eq!(gate.try_acquire(3, Src::Upload).unwrap_err(), refused);
+    #[cfg(feature = "std")]
+    assert_eq!(gate.acquire_blocking(3, Src::Upload).unwrap_err(), refused);
+    assert_eq!((gate.in_use(), gate.waiters()), (0, 0));
+    assert_eq!(timer.pending_sleeps(), 0, "no deadline was armed");
+    assert_eq!(rec.total_sheds(), 0);
+    assert!(rec.admits().is_empty());
+    // At max_units, granted.
+    assert_eq!(take(&gate, 2, Src::Upload).units(), 2);
+}
+
+#[test]
+fn above_the_capacity_is_exceeds_capacity_at_once_not_counted_never_parked() {
+    // A gate's capacity starts at max_units or more; forgotten units take it lower.
+    let (gate, timer, rec) = gate(2, 2);
+    take(&gate, 1, Src::Mirror).forget();
+    let _held = take(&gate, 1, Src::Mirror);
+    let mut w = Box::pin(gate.acquire(2, Src::Upload));
     match poll(&mut w) {
         Some(Err(GateError::ExceedsCapacity(e))) => {
-            assert_eq!((e.requested, e.capacity), (3, 2));
+            assert_eq!((e.requested, e.capacity), (2, 1));
         }
         other => panic!("expected ExceedsCapacity at once, got {other:?}"),
     }
     assert_eq!(gate.waiters(), 0);
     assert_eq!(timer.pending_sleeps(), 0, "no deadline was armed");
     assert!(matches!(
-        gate.try_acquire(3, Src::Upload),
+        gate.try_acquire(2, Src::Upload),
         Err(GateError::ExceedsCapacity(_))
     ));
     timer.advance(BUDGET * 2);

@@ -108,10 +108,11 @@ fn forgetting_units_held_above_a_lowered_capacity_keeps_the_accounting() {
 fn gate_in_use_counts_units_held_above_a_lowered_capacity() {
     let gate = Gate::<Src, _, _>::builder(4)
         .wait_budget(Duration::from_secs(1))
+        .max_units(2)
         .timer(ManualTimer::new())
         .build()
         .unwrap();
-    let held = gate.try_acquire(4, Src::Upload).unwrap();
+    let held = [(); 2].map(|()| gate.try_acquire(2, Src::Upload).unwrap());
     assert_eq!(gate.resize(2), Ok(4));
     assert_eq!(
         gate.in_use(),

@@ -35,7 +35,10 @@ fn gate_with(
 ) -> (TestGate, ManualTimer, Arc<Recorder>) {
     let timer = ManualTimer::new();
     let rec = Recorder::new();
-    let mut builder = Gate::builder(capacity).wait_budget(BUDGET);
+    // Requests of up to the whole capacity are declared.
+    let mut builder = Gate::builder(capacity)
+        .wait_budget(BUDGET)
+        .max_units(capacity);
     if let Some(target) = target {
         builder = builder.overload_target(target);
     }
@@ -75,7 +78,7 @@ fn hopeless(gate: &TestGate, rec: &Recorder, units: usize) -> Duration {
     let before = rec.events().len();
     let mut w = Box::pin(gate.acquire(units, Src::Publish));
     let retry_after = match poll(w.as_mut()) {
-        Poll::Ready(Err(GateError::Busy { retry_after })) => retry_after,
+        Poll::Ready(Err(GateError::Busy { retry_after, .. })) => retry_after,
         other => panic!("expected a shed at arrival, got {other:?}"),
     };
     assert_eq!(
@@ -469,7 +472,7 @@ fn a_blocking_acquire_is_shed_at_arrival_by_the_same_rule() {
     let _parked: Vec<_> = (0..20).map(|_| park(&gate, 1)).collect();
     // The thread is told at once, without waiting on its clock.
     let retry_after = match gate.acquire_blocking(1, Src::Upload) {
-        Err(GateError::Busy { retry_after }) => retry_after,
+        Err(GateError::Busy { retry_after, .. }) => retry_after,
         other => panic!("{other:?}"),
     };
     assert_eq!(

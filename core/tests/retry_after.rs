@@ -25,8 +25,10 @@ fn close(a: Duration, b: Duration) -> bool {
     a.abs_diff(b) <= Duration::from_micros(1)
 }
 
+/// A gate whose requests may take all of it.
 fn gate(capacity: usize, min: Duration, max: Duration, timer: &ManualTimer) -> TestGate {
     Gate::builder(capacity)
+        .max_units(capacity)
         .retry_after_bounds(min, max)
         .timer(timer.clone())
         .build()
@@ -110,11 +112,15 @@ fn a_busy_carries_the_estimate_for_its_own_units_after_it_left_the_queue() {
     timer.advance(admit::GateBuilder::<Src, (), ()>::DEFAULT_WAIT_BUDGET);
     // The first leaves one 2-unit request behind it: (2 + 2) × 2 s / 2.
     match poll(parked[0].as_mut()) {
-        Poll::Ready(Err(GateError::Busy { retry_after })) => assert!(close(retry_after, secs(4.0))),
+        Poll::Ready(Err(GateError::Busy { retry_after, .. })) => {
+            assert!(close(retry_after, secs(4.0)))
+        }
         other => panic!("{other:?}"),
     }
     match poll(parked[1].as_mut()) {
-        Poll::Ready(Err(GateError::Busy { retry_after })) => assert!(close(retry_after, secs(2.0))),
+        Poll::Ready(Err(GateError::Busy { retry_after, .. })) => {
+            assert!(close(retry_after, secs(2.0)))
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -153,9 +159,16 @@ fn the_estimate_follows_holds_getting_longer_and_shorter() {
 #[test]
 fn the_estimate_follows_a_resize_at_once() {
     let timer = ManualTimer::new();
-    let gate = gate(4, WIDE.0, WIDE.1, &timer);
-    hold(&gate, &timer, 4, secs(4.0));
-    let _all = take(&gate, 4);
+    let gate: TestGate = Gate::builder(4)
+        .max_units(2)
+        .retry_after_bounds(WIDE.0, WIDE.1)
+        .timer(timer.clone())
+        .build()
+        .unwrap();
+    let held = [take(&gate, 2), take(&gate, 2)];
+    timer.advance(secs(4.0));
+    drop(held);
+    let _all = [take(&gate, 2), take(&gate, 2)];
     assert!(close(gate.retry_after(1), secs(1.0)));
     // Shrunk to 2 with all 4 held: the units retire as they come back, and the
     // gate returns 2 units per mean hold from then on.

@@ -7,7 +7,10 @@ use admit_http::{response_parts, retry_after, status};
 use http::{HeaderValue, StatusCode};
 
 fn busy(d: Duration) -> GateError {
-    GateError::Busy { retry_after: d }
+    GateError::Busy {
+        retry_after: d,
+        reason: admit::ShedReason::WaitBudget,
+    }
 }
 
 fn header_of(e: &GateError) -> String {

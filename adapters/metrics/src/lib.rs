@@ -296,8 +296,9 @@ impl MetricsObserver {
             n.shed_total.clone(),
             Unit::Count,
             "Callers shed (turned away busy) by the admission gate, per call site and \
-             reason (wait_budget: the wait budget expired; queue_full: max_waiters \
-             already parked; overload: waited twice the overload target while the gate \
+             reason (wait_budget: the wait budget expired; ceiling: the call's shorter \
+             ceiling expired; no_wait: a try_acquire found the units taken; \
+             queue_full: max_waiters already parked; overload: waited twice the overload target while the gate \
              was overloaded; hopeless: shed at arrival, its estimated wait longer than \
              it could wait)."
         );

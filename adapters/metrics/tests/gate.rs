@@ -68,7 +68,7 @@ fn a_new_gate_reads_capacity_and_zeros_for_every_source() {
         "no overload target: 0"
     );
     for source in ["upload", "mirror", "scrub"] {
-        for reason in ["wait_budget", "queue_full", "overload", "hopeless"] {
+        for reason in admit::ShedReason::ALL.map(admit::ShedReason::label) {
             assert_eq!(counter(&m, "uploads_shed_total", source, reason), 0);
         }
     }
@@ -94,7 +94,7 @@ fn gauge_histograms_and_shed_counter_follow_the_gate() {
             .unwrap_err();
         assert_eq!(cancelled, GateError::Cancelled);
         let oversize = gate.acquire(4, Route::Scrub).await.unwrap_err();
-        assert!(matches!(oversize, GateError::ExceedsCapacity(_)));
+        assert!(matches!(oversize, GateError::ExceedsMaxUnits { .. }));
 
         // `a` has been held for the 5 s budget; hold it 1 s more.
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -150,6 +150,7 @@ fn queue_full_sheds_are_told_apart_and_a_resize_moves_the_capacity_gauge() {
     let _held = run(&recorder, async {
         let gate = admit_tokio::gate(2)
             .wait_budget(BUDGET)
+            .max_units(2)
             .max_waiters(1)
             .observer(MetricsObserver::new("uploads"))
             .build()

@@ -19,7 +19,7 @@ admit::sources! {
 async fn a_recorder_installed_after_the_gate_is_caught_up_and_then_receives_everything() {
     // No recorder yet: the application built its gate first. `max_waiters(0)`: an
     // acquire that would park is shed at once for the queue; a `try_acquire` that
-    // finds no unit is a wait-budget shed.
+    // finds no unit is a no-wait shed.
     let gate = admit_tokio::gate(3)
         .max_units(2)
         .wait_budget(Duration::from_secs(1))
@@ -49,7 +49,8 @@ async fn a_recorder_installed_after_the_gate_is_caught_up_and_then_receives_ever
     assert_eq!(gauge(&m, "late_units_in_use"), 2.0, "the mirror still held");
     assert_eq!(counter(&m, "late_shed_total", "upload", "queue_full"), 1);
     assert_eq!(counter(&m, "late_shed_total", "upload", "wait_budget"), 0);
-    assert_eq!(counter(&m, "late_shed_total", "mirror", "wait_budget"), 1);
+    assert_eq!(counter(&m, "late_shed_total", "mirror", "no_wait"), 1);
+    assert_eq!(counter(&m, "late_shed_total", "mirror", "wait_budget"), 0);
     assert_eq!(counter(&m, "late_shed_total", "mirror", "queue_full"), 0);
     assert_eq!(histogram(&m, "late_hold_seconds").len(), 1, "this release");
     assert!(get(&m, "late_units_in_use", "", "").described);

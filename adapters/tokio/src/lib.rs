@@ -39,7 +39,18 @@ pub type Gate<S, O> = admit::Gate<S, TokioTimer, O>;
 /// `S` is the gate's [`Source`] type, usually inferred from the gate's
 /// use or given as `gate::<Route>(..)`. Call it inside the runtime whose clock the
 /// gate should follow (see [`TokioTimer`]).
+///
+/// # Panics
+///
+/// Outside a Tokio runtime: the gate's waits sleep on Tokio's timer, and would
+/// panic at the first acquire that parks, far from the cause. Under smol or
+/// async-std, use `admit_smol::gate` or `admit_async_std::gate`.
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, TokioTimer, ()> {
+    assert!(
+        tokio::runtime::Handle::try_current().is_ok(),
+        "admit_tokio::gate called outside a Tokio runtime: its waits sleep on Tokio's \
+         timer; build the gate inside the runtime (or use admit_smol::gate under smol)"
+    );
     admit::Gate::builder(capacity).timer(TokioTimer::new())
 }
 

@@ -115,7 +115,7 @@ async fn budget_expiry_is_busy_after_exactly_the_budget() {
         .expect("the wait budget should end the wait");
     assert_eq!(started.elapsed(), BUDGET);
     let err = outcome.unwrap_err();
-    assert!(matches!(err, GateError::Busy { retry_after } if retry_after > Duration::ZERO));
+    assert!(matches!(err, GateError::Busy { retry_after, .. } if retry_after > Duration::ZERO));
     assert_eq!(log.take(), vec![Event::Shed("mirror", 1, BUDGET)]);
     assert_eq!(gate.waiters(), 0);
 }
@@ -251,4 +251,12 @@ async fn a_dropped_acquire_counts_nothing_and_loses_no_unit() {
     assert_eq!(gate.in_use(), 0);
     assert_eq!(log.sheds(), 0);
     assert!(gate.try_acquire(1, Route::Mirror).is_ok());
+}
+
+#[test]
+#[should_panic(expected = "admit_tokio::gate called outside a Tokio runtime")]
+fn a_gate_built_outside_a_runtime_panics_at_once_naming_the_cause() {
+    // Without the check it builds, and the first acquire that parks panics inside
+    // Tokio's timer, far from the cause (under smol: "there is no reactor running").
+    let _ = admit_tokio::gate::<Route>(1);
 }

@@ -297,17 +297,20 @@ async fn shrinking_retires_units_as_they_return_and_grants_nothing_past_the_new_
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_shrink_below_a_parked_request_fails_it_with_exceeds_capacity_and_no_shed() {
-    let (gate, rec) = gate(4, 1);
-    let held_now = gate.acquire(4, Route::Upload).await.unwrap();
+async fn a_forget_below_a_parked_request_fails_it_with_exceeds_capacity_and_no_shed() {
+    // A resize never goes below max_units; forgotten units can take the capacity
+    // below a request that fitted.
+    let (gate, rec) = gate(4, 3);
+    let forgotten = gate.acquire(3, Route::Upload).await.unwrap();
+    let held_now = gate.acquire(1, Route::Upload).await.unwrap();
     let big = tokio::spawn({
         let gate = gate.clone();
         async move { gate.acquire(3, Route::Mirror).await }
     });
     until_waiters(&gate, 1).await;
-    gate.resize(2).unwrap();
+    forgotten.forget();
     let err = big.await.unwrap().unwrap_err();
-    assert!(matches!(err, GateError::ExceedsCapacity(e) if e.requested == 3 && e.capacity == 2));
+    assert!(matches!(err, GateError::ExceedsCapacity(e) if e.requested == 3 && e.capacity == 1));
     assert!(matches!(
         gate.acquire(3, Route::Mirror).await,
         Err(GateError::ExceedsCapacity(_))
@@ -564,7 +567,7 @@ async fn a_blocked_thread_wakes_with_closed_when_the_gate_is_drained() {
     assert!(full.unwrap_err().is_shed());
     assert!(matches!(
         gate.acquire_blocking(2, Route::Scrub),
-        Err(GateError::ExceedsCapacity(_))
+        Err(GateError::ExceedsMaxUnits { .. })
     ));
 
     let drain = tokio::spawn({

@@ -120,8 +120,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     /// How long this call may wait: the wait budget, or the ceiling if shorter.
     #[must_use]
     pub fn max_wait(&self) -> Duration {
-        let budget = self.gate.inner.wait_budget;
-        self.ceiling.map_or(budget, |c| c.min(budget))
+        self.gate.inner.wait_limits(self.ceiling).limit
     }
 }
 
@@ -142,9 +141,9 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         let start = match this.state {
             State::Done => panic!("`GateAcquire` polled after completion"),
             State::Idle => {
-                if let Err(e) = inner.semaphore.check_fits(this.units) {
+                if let Err(e) = inner.check_units(this.units) {
                     this.state = State::Done;
-                    return Poll::Ready(Err(GateError::ExceedsCapacity(e)));
+                    return Poll::Ready(Err(e));
                 }
                 None
             }
@@ -211,10 +210,6 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
 }
 
 impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
-    fn max_wait_from(&self, budget: Duration) -> Duration {
-        self.ceiling.map_or(budget, |c| c.min(budget))
-    }
-
     /// The first poll found no units: take a place among the parked (or shed at
     /// once if `max_waiters` are parked already, or if the wait is hopeless),
     /// start the clock and arm the first look at the deadline.
@@ -224,7 +219,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
             return Poll::Ready(Err(self.shed_at_arrival(ShedReason::QueueFull)));
         };
         self.slot = Some(slot);
-        let limits = inner.wait_limits(self.max_wait_from(inner.wait_budget));
+        let limits = inner.wait_limits(self.ceiling);
         if inner.is_hopeless(&limits) {
             return Poll::Ready(Err(self.shed_at_arrival(ShedReason::Hopeless)));
         }
@@ -267,7 +262,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
             // SAFETY: structural pinning, see `poll`.
             let fired = unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready();
             let waited = inner.timer.now().saturating_sub(start);
-            let limits = inner.wait_limits(self.max_wait_from(inner.wait_budget));
+            let limits = inner.wait_limits(self.ceiling);
             if let Some(reason) = limits.expired(waited) {
                 return Some(reason);
             }

@@ -15,6 +15,11 @@ use crate::{Capacity, ConfigError, Gate, Observer, Semaphore, Source, StartEvent
 /// The longest wait budget [`GateBuilder::build`] accepts: one hour.
 pub const MAX_WAIT_BUDGET: Duration = Duration::from_secs(3600);
 
+/// The shortest wait budget [`GateBuilder::build`] accepts: one millisecond, the
+/// resolution of Tokio's timer (the coarsest an adapter brings), which would
+/// silently round a shorter one up.
+pub const MIN_WAIT_BUDGET: Duration = Duration::from_millis(1);
+
 impl<S> Gate<S, NoTimer, ()> {
     /// Starts building a gate of `capacity` units: a `usize`, or a
     /// [`Capacity::from_memory_budget`].
@@ -93,15 +98,19 @@ impl<S, T, O> GateBuilder<S, T, O> {
     /// The default upper `Retry-After` bound: 60 s.
     pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 
-    /// The longest an acquire parks before it is shed (default 5 s). Must be more
-    /// than zero and at most [`MAX_WAIT_BUDGET`] (an hour).
+    /// The longest an acquire parks before it is shed (default 5 s). Must be at
+    /// least [`MIN_WAIT_BUDGET`] (a millisecond) and at most [`MAX_WAIT_BUDGET`]
+    /// (an hour).
     pub fn wait_budget(mut self, budget: Duration) -> Self {
         self.wait_budget = budget;
         self
     }
 
     /// The largest request any call site makes (default 1). An explicit capacity
-    /// below it is rejected; a memory-derived one is raised to it.
+    /// below it is rejected; a memory-derived one is raised to it; a resize never
+    /// goes below it. A request above it is refused at once with
+    /// [`GateError::ExceedsMaxUnits`](crate::GateError::ExceedsMaxUnits), even
+    /// while the capacity would fit it: it could fail after the next resize.
     pub fn max_units(mut self, max_units: usize) -> Self {
         self.max_units = max_units;
         self
@@ -189,6 +198,11 @@ impl<S, T, O> GateBuilder<S, T, O> {
         if self.wait_budget.is_zero() {
             return Err(ConfigError::ZeroWaitBudget);
         }
+        if self.wait_budget < MIN_WAIT_BUDGET {
+            return Err(ConfigError::WaitBudgetTooShort {
+                budget: self.wait_budget,
+            });
+        }
         if self.wait_budget > MAX_WAIT_BUDGET {
             return Err(ConfigError::WaitBudgetTooLong {
                 budget: self.wait_budget,
@@ -218,8 +232,8 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
     ///
     /// A [`ConfigError`], checked in this order: `max_units` 0
     /// ([`ZeroMaxUnits`](ConfigError::ZeroMaxUnits)); capacity 0, above
-    /// [`Semaphore::MAX_UNITS`] or (explicit) below `max_units`; a zero wait budget
-    /// or one over an hour; `Retry-After` bounds with `min` zero or above `max`; an
+    /// [`Semaphore::MAX_UNITS`] or (explicit) below `max_units`; a zero wait
+    /// budget, one under a millisecond or one over an hour; `Retry-After` bounds with `min` zero or above `max`; an
     /// overload target of zero or not below the wait budget.
     pub fn build(self) -> Result<Gate<S, T, O>, ConfigError> {
         let capacity = self.validate()?;

@@ -4,22 +4,25 @@
 use core::fmt;
 use core::time::Duration;
 
-use crate::ExceedsCapacity;
+use crate::{ExceedsCapacity, ShedReason};
 
 /// Why a gate acquire returned no permit. Only [`GateError::Busy`] counts as a shed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GateError {
-    /// The units could not be granted within the wait allowed: the wait budget
-    /// (or the call's ceiling) expired while the caller was still waiting, the
-    /// queue was full, or (with an overload target) the wait reached the overload
-    /// cap or was hopeless at arrival. The caller should be told to retry after
-    /// `retry_after` (HTTP 503 with `Retry-After`). Counted as a shed for the
-    /// call's source, with the [`ShedReason`](crate::ShedReason) the observer hears.
+    /// The units could not be granted within the wait allowed; `reason` says which
+    /// limit turned the caller away: the wait budget or the call's ceiling expired,
+    /// a `try_acquire` found them not free, the queue was full, or (with an
+    /// overload target) the wait reached the overload cap or was hopeless at
+    /// arrival. The caller should be told to retry after `retry_after` (HTTP 503
+    /// with `Retry-After`). Counted as a shed for the call's source, with the same
+    /// reason the observer hears.
     Busy {
         /// A suggested back-off, never zero; see the gate's docs for how it is
         /// derived.
         retry_after: Duration,
+        /// The limit that turned the caller away.
+        reason: ShedReason,
     },
     /// The caller's own cancellation signal fired first. Not a shed: nothing should
     /// be written back, the caller has gone.
@@ -27,6 +30,19 @@ pub enum GateError {
     /// The request is larger than the gate's capacity and can never be served.
     /// Returned at once, without parking; not a shed. A server configuration fault.
     ExceedsCapacity(ExceedsCapacity),
+    /// The request is larger than the gate's [`max_units`], the largest request
+    /// it was built to keep servable (a resize never goes below it). Returned at
+    /// once, without parking, even when the capacity would fit it today; not a
+    /// shed. A composition fault, like a zero-unit request, but one a request's
+    /// size may carry, so an error rather than a panic: raise `max_units`, or cap
+    /// the units the call site asks for.
+    #[doc = alloc_item_link!("max_units", "GateBuilder::max_units", "struct.GateBuilder.html#method.max_units")]
+    ExceedsMaxUnits {
+        /// Units asked for.
+        requested: usize,
+        /// The gate's `max_units`.
+        max_units: usize,
+    },
     /// The gate was closed (the server is shutting down). Not a shed.
     Closed,
 }
@@ -42,7 +58,16 @@ impl GateError {
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::Busy { retry_after } => Some(*retry_after),
+            Self::Busy { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
+    /// The limit that shed the caller, for [`GateError::Busy`] only.
+    #[must_use]
+    pub fn shed_reason(&self) -> Option<ShedReason> {
+        match self {
+            Self::Busy { reason, .. } => Some(*reason),
             _ => None,
         }
     }
@@ -51,13 +76,36 @@ impl GateError {
 impl fmt::Display for GateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Busy { retry_after } => write!(
-                f,
-                "admission gate busy: the units could not be granted within the wait allowed; retry after {}s",
-                whole_seconds_up(*retry_after)
-            ),
+            Self::Busy {
+                retry_after,
+                reason,
+            } => {
+                let why = match reason {
+                    ShedReason::WaitBudget => "the wait budget expired",
+                    ShedReason::Ceiling => "the call's wait ceiling expired",
+                    ShedReason::NoWait => {
+                        "the units were not free at once, and try_acquire never waits"
+                    }
+                    ShedReason::QueueFull => "max_waiters requests were already parked",
+                    ShedReason::Overload => "the gate is overloaded and the wait reached its cap",
+                    ShedReason::Hopeless => "the estimated wait was longer than the wait allowed",
+                };
+                write!(
+                    f,
+                    "admission gate busy: {why}; retry after {}s",
+                    whole_seconds_up(*retry_after)
+                )
+            }
             Self::Cancelled => f.write_str("admission wait cancelled by the caller"),
             Self::ExceedsCapacity(e) => write!(f, "admission gate misconfigured: {e}"),
+            Self::ExceedsMaxUnits {
+                requested,
+                max_units,
+            } => write!(
+                f,
+                "admission gate misconfigured: request for {requested} units exceeds the gate's \
+                 max_units of {max_units}"
+            ),
             Self::Closed => f.write_str("admission gate closed: the server is shutting down"),
         }
     }
@@ -80,7 +128,9 @@ impl From<GateError> for std::io::Error {
         let kind = match e {
             GateError::Busy { .. } => ErrorKind::WouldBlock,
             GateError::Cancelled => ErrorKind::Interrupted,
-            GateError::ExceedsCapacity(_) => ErrorKind::InvalidInput,
+            GateError::ExceedsCapacity(_) | GateError::ExceedsMaxUnits { .. } => {
+                ErrorKind::InvalidInput
+            }
             GateError::Closed => ErrorKind::NotConnected,
         };
         std::io::Error::new(kind, e)
@@ -91,7 +141,10 @@ impl From<GateError> for std::io::Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Capacity 0: nothing could ever be admitted.
+    /// Capacity 0: nothing could ever be admitted. A [`Semaphore`](crate::Semaphore)
+    /// accepts 0, since forgotten permits can bring it there and
+    /// [`add_units`](crate::Semaphore::add_units) back; a gate's capacity is a
+    /// configuration, and 0 there is always a mistake.
     ZeroCapacity,
     /// Capacity above [`Semaphore::MAX_UNITS`](crate::Semaphore::MAX_UNITS).
     CapacityTooLarge {
@@ -111,6 +164,14 @@ pub enum ConfigError {
     /// A zero wait budget: every caller that cannot be served at once would be shed
     /// without waiting. Use `try_acquire` for that.
     ZeroWaitBudget,
+    /// A wait budget shorter than [`MIN_WAIT_BUDGET`] (a millisecond): below the
+    /// resolution of Tokio's timer, which would round it up unseen. Use
+    /// `try_acquire` for no wait at all.
+    #[doc = alloc_item_link!("MIN_WAIT_BUDGET", "MIN_WAIT_BUDGET", "constant.MIN_WAIT_BUDGET.html")]
+    WaitBudgetTooShort {
+        /// The budget asked for.
+        budget: Duration,
+    },
     /// A wait budget longer than the gate allows (an hour): a caller parked that long
     /// has gone.
     WaitBudgetTooLong {
@@ -132,6 +193,10 @@ pub enum ConfigError {
         /// Upper bound.
         max: Duration,
     },
+    /// A [`resize`] of a closed gate: it admits nobody again, so a new capacity
+    /// would configure nothing. The gate is left unchanged.
+    #[doc = alloc_item_link!("resize", "Gate::resize", "struct.Gate.html#method.resize")]
+    Closed,
 }
 
 impl fmt::Display for ConfigError {
@@ -153,6 +218,12 @@ impl fmt::Display for ConfigError {
             ),
             Self::ZeroMaxUnits => f.write_str("max_units must be at least 1"),
             Self::ZeroWaitBudget => f.write_str("wait budget must be greater than zero"),
+            Self::WaitBudgetTooShort { budget } => {
+                write!(
+                    f,
+                    "wait budget {budget:?} is shorter than the minimum of 1ms"
+                )
+            }
             Self::WaitBudgetTooLong { budget } => {
                 write!(f, "wait budget {budget:?} is longer than the allowed hour")
             }
@@ -165,6 +236,7 @@ impl fmt::Display for ConfigError {
                 f,
                 "Retry-After bounds must satisfy 0 < min <= max (got min {min:?}, max {max:?})"
             ),
+            Self::Closed => f.write_str("the gate is closed: its capacity no longer changes"),
         }
     }
 }

@@ -26,13 +26,16 @@ use crate::{
 /// | an acquire that… | returns | observer |
 /// |---|---|---|
 /// | is granted | a [`GatePermit`] | `on_admit` after the grant |
-/// | outlives the wait budget (or its [`ceiling`](GateAcquire::ceiling)) | [`GateError::Busy`] | `on_shed`, [`WaitBudget`](ShedReason::WaitBudget) |
+/// | outlives the wait budget | [`GateError::Busy`] | `on_shed`, [`WaitBudget`](ShedReason::WaitBudget) |
+/// | outlives its [`ceiling`](GateAcquire::ceiling), shorter than the budget | [`GateError::Busy`] | `on_shed`, [`Ceiling`](ShedReason::Ceiling) |
+/// | is a [`try_acquire`](Gate::try_acquire) that finds the units taken | [`GateError::Busy`] at once | `on_shed`, [`NoWait`](ShedReason::NoWait) |
 /// | would park with [`max_waiters`](crate::GateBuilder::max_waiters) parked already | [`GateError::Busy`] at once | `on_shed`, [`QueueFull`](ShedReason::QueueFull) |
 /// | waits twice the overload target while the gate is overloaded | [`GateError::Busy`] | `on_shed`, [`Overload`](ShedReason::Overload) |
 /// | could not be admitted within the most it may wait, by the estimate | [`GateError::Busy`] at once | `on_shed`, [`Hopeless`](ShedReason::Hopeless) |
 /// | sees its [`until`](GateAcquire::until) signal fire first | [`GateError::Cancelled`] | nothing |
 /// | is dropped | — | nothing |
-/// | asks for more than `capacity` | [`GateError::ExceedsCapacity`] at once | nothing |
+/// | asks for more than [`max_units`](crate::GateBuilder::max_units) | [`GateError::ExceedsMaxUnits`] at once | nothing |
+/// | asks for more than `capacity` (lowered by forgotten permits) | [`GateError::ExceedsCapacity`] at once | nothing |
 /// | runs after [`close`](Gate::close) | [`GateError::Closed`] | nothing |
 ///
 /// The last two rows of sheds need an
@@ -99,8 +102,8 @@ use crate::{
 /// assert_eq!(gate.in_use(), 2);
 /// drop(permit);
 ///
-/// match gate.acquire(5, Route::Mirror).await {
-///     Err(GateError::ExceedsCapacity(_)) => {} // a configuration fault, not a shed
+/// match gate.acquire(3, Route::Mirror).await {
+///     Err(GateError::ExceedsMaxUnits { .. }) => {} // a composition fault, not a shed
 ///     other => panic!("{other:?}"),
 /// }
 /// # Ok::<(), admit::ConfigError>(())
@@ -177,17 +180,40 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         if let Some(overload) = &self.overload {
             overload.saw_shed();
         }
-        GateError::Busy { retry_after }
+        GateError::Busy {
+            retry_after,
+            reason,
+        }
     }
 
-    /// The limits on a wait of at most `limit` (the budget, or a ceiling).
-    pub(crate) fn wait_limits(&self, limit: Duration) -> WaitLimits<'_> {
+    /// Refuses, at once, a request the gate can never promise to serve: above
+    /// `max_units`, or above the capacity now.
+    pub(crate) fn check_units(&self, units: usize) -> Result<(), GateError> {
+        if units > self.max_units {
+            return Err(GateError::ExceedsMaxUnits {
+                requested: units,
+                max_units: self.max_units,
+            });
+        }
+        self.semaphore
+            .check_fits(units)
+            .map_err(GateError::ExceedsCapacity)
+    }
+
+    /// The limits on a wait of at most the wait budget, or `ceiling` if that is
+    /// shorter.
+    pub(crate) fn wait_limits(&self, ceiling: Option<Duration>) -> WaitLimits<'_> {
+        let (limit, limit_reason) = match ceiling {
+            Some(ceiling) if ceiling < self.wait_budget => (ceiling, ShedReason::Ceiling),
+            _ => (self.wait_budget, ShedReason::WaitBudget),
+        };
         let recheck = self
             .overload
             .as_ref()
             .map_or(limit, |overload| overload.target().max(limit / 16));
         WaitLimits {
             limit,
+            limit_reason,
             overload: self.overload.as_ref(),
             recheck,
         }
@@ -325,8 +351,9 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// As the table in the [`Gate`] docs: [`GateError::Busy`] when the wait budget
     /// (or ceiling) expires, when `max_waiters` are parked, or by the
     /// [overload rule](Gate#overload); [`GateError::Cancelled`] when the `until` signal fires
-    /// first, [`GateError::ExceedsCapacity`] at once when `units > capacity`,
-    /// [`GateError::Closed`] after [`close`](Self::close).
+    /// first, [`GateError::ExceedsMaxUnits`] or [`GateError::ExceedsCapacity`] at
+    /// once when `units` is above `max_units` or `capacity`, [`GateError::Closed`]
+    /// after [`close`](Self::close).
     ///
     /// # Cancel safety
     ///
@@ -344,28 +371,30 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// Takes `units` units now if they are free and nobody is parked ahead; never
     /// waits.
     ///
-    /// A caller turned away for lack of units is a shed like a budget expiry
-    /// (`on_shed` with a zero wait) and gets a [`GateError::Busy`]; a grant calls
-    /// `on_admit` with a zero wait.
+    /// A caller turned away for lack of units is a shed (`on_shed` with a zero
+    /// wait and [`ShedReason::NoWait`]) and gets a [`GateError::Busy`]; a grant
+    /// calls `on_admit` with a zero wait.
     ///
     /// # Errors
     ///
     /// [`GateError::Busy`] when the units are not free now (counted as a shed),
-    /// [`GateError::ExceedsCapacity`] when `units > capacity`,
-    /// [`GateError::Closed`] after [`close`](Self::close).
+    /// [`GateError::ExceedsMaxUnits`] or [`GateError::ExceedsCapacity`] when
+    /// `units` is above `max_units` or `capacity`, [`GateError::Closed`] after
+    /// [`close`](Self::close).
     ///
     /// # Panics
     ///
     /// If `units == 0`.
     pub fn try_acquire(&self, units: usize, source: S) -> Result<GatePermit<S>, GateError> {
+        crate::semaphore::assert_nonzero(units);
+        self.inner.check_units(units)?;
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
             Ok(permit) => Ok(self.admit(permit, source, None)),
-            Err(TryAcquireError::NoUnits) => Err(self.inner.shed(
-                source.label(),
-                units,
-                Duration::ZERO,
-                ShedReason::WaitBudget,
-            )),
+            Err(TryAcquireError::NoUnits) => {
+                Err(self
+                    .inner
+                    .shed(source.label(), units, Duration::ZERO, ShedReason::NoWait))
+            }
             Err(TryAcquireError::ExceedsCapacity(e)) => Err(GateError::ExceedsCapacity(e)),
             Err(TryAcquireError::Closed) => Err(GateError::Closed),
         }

@@ -65,9 +65,13 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     ///
     /// As for [`GateBuilder::build`](crate::GateBuilder::build), for the capacity:
     /// zero, above [`Semaphore::MAX_UNITS`](crate::Semaphore::MAX_UNITS), or
-    /// (explicit) below `max_units`. The gate is left unchanged.
+    /// (explicit) below `max_units`; and [`ConfigError::Closed`] once the gate is
+    /// closed. The gate is left unchanged.
     pub fn resize(&self, capacity: impl Into<Capacity>) -> Result<usize, ConfigError> {
         let capacity = resolve_capacity(capacity.into(), self.inner.max_units)?;
+        if self.is_closed() {
+            return Err(ConfigError::Closed);
+        }
         let previous = self.inner.semaphore.set_capacity(capacity);
         if previous != capacity {
             // The capacity now, not the one asked for: of two resizes that race,
@@ -133,19 +137,22 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
 
     /// [`acquire`](Self::acquire) for a thread: blocks until the units are granted,
     /// in the same FIFO queue as async callers, for at most the wait budget (on the
-    /// system clock: the gate's timer belongs to a runtime). The outcomes and what
+    /// system clock: the gate's timer may belong to a runtime). The outcomes and what
     /// the observer hears are those of `acquire`, but for `Cancelled`, which a
-    /// blocked thread cannot produce.
+    /// blocked thread cannot produce. A gate used only from threads can take a
+    /// [`ThreadTimer`](crate::ThreadTimer).
     ///
     /// # Errors
     ///
     /// [`GateError::Busy`](crate::GateError::Busy) when the wait budget expires, the
     /// queue is full, or (with an overload target) the wait is hopeless at arrival
-    /// or reaches the overload cap: a shed. [`GateError::ExceedsCapacity`] at once when
-    /// `units > capacity`, [`GateError::Closed`](crate::GateError::Closed) after
+    /// or reaches the overload cap: a shed. [`GateError::ExceedsMaxUnits`] or
+    /// [`GateError::ExceedsCapacity`] at once for a request above `max_units` or
+    /// `capacity`, [`GateError::Closed`](crate::GateError::Closed) after
     /// [`close`](Self::close).
     ///
     /// [`GateError::ExceedsCapacity`]: crate::GateError::ExceedsCapacity
+    /// [`GateError::ExceedsMaxUnits`]: crate::GateError::ExceedsMaxUnits
     ///
     /// # Panics
     ///
@@ -155,16 +162,81 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         units: usize,
         source: S,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
+        self.block(units, source, None)
+    }
+
+    /// [`acquire_blocking`](Self::acquire_blocking) that also gives up at
+    /// `deadline`, when that comes before the wait budget ends: the blocking form
+    /// of a [`ceiling`](crate::GateAcquire::ceiling). A deadline that ends the
+    /// wait is a shed ([`ShedReason::Ceiling`](crate::ShedReason::Ceiling)); one
+    /// already past sheds at once any request that cannot be granted at once.
+    ///
+    /// # Errors
+    ///
+    /// As for [`acquire_blocking`](Self::acquire_blocking).
+    ///
+    /// # Panics
+    ///
+    /// If `units == 0`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use admit::{Gate, GateError, ShedReason, ThreadTimer};
+    ///
+    /// admit::sources! { enum Job { Export => "export" } }
+    ///
+    /// let gate = Gate::builder(1).timer(ThreadTimer::new()).build()?;
+    /// let held = gate.acquire_blocking(1, Job::Export).unwrap();
+    /// let shed = gate
+    ///     .acquire_blocking_until(1, Job::Export, Instant::now() + Duration::from_millis(5))
+    ///     .unwrap_err();
+    /// assert_eq!(shed.shed_reason(), Some(ShedReason::Ceiling));
+    /// drop(held);
+    /// assert!(gate.acquire_blocking_until(1, Job::Export, Instant::now()).is_ok());
+    /// # Ok::<(), admit::ConfigError>(())
+    /// ```
+    pub fn acquire_blocking_until(
+        &self,
+        units: usize,
+        source: S,
+        deadline: std::time::Instant,
+    ) -> Result<crate::GatePermit<S>, crate::GateError> {
+        self.block(units, source, Some(deadline))
+    }
+
+    /// [`drain`](Self::drain) for a thread: closes the gate and blocks until every
+    /// unit is back or `grace` has passed on the system clock.
+    ///
+    /// # Errors
+    ///
+    /// [`DrainTimeout`] when `grace` passed first: what was still held, per source.
+    pub fn drain_blocking(&self, grace: Duration) -> Result<(), DrainTimeout<S>> {
+        let deadline = std::time::Instant::now().checked_add(grace);
+        match crate::semaphore::block_until(self.inner.semaphore.drain(), deadline) {
+            Some(()) => Ok(()),
+            None => Err(DrainTimeout {
+                held: self.held_by_source(),
+            }),
+        }
+    }
+
+    fn block(
+        &self,
+        units: usize,
+        source: S,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<crate::GatePermit<S>, crate::GateError> {
         use crate::{AcquireError, GateError, ShedReason};
         use std::time::Instant;
 
         crate::semaphore::assert_nonzero(units);
         let inner = &self.inner;
-        inner
-            .semaphore
-            .check_fits(units)
-            .map_err(GateError::ExceedsCapacity)?;
+        inner.check_units(units)?;
         let started = Instant::now();
+        let ceiling = deadline.map(|deadline| deadline.saturating_duration_since(started));
+        let limits = inner.wait_limits(ceiling);
         let thread = crate::semaphore::ThreadWaker::new();
         let mut acquire =
             alloc::boxed::Box::pin(alloc::sync::Arc::clone(&inner.semaphore).acquire_owned(units));
@@ -181,14 +253,18 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 }
                 Poll::Pending => {}
             }
-            let limits = inner.wait_limits(inner.wait_budget);
             if slot.is_none() {
                 // Parked: as `acquire` parks, out of the queue before any shed.
                 let reason = match inner.take_parked_slot(units) {
                     None => Some(ShedReason::QueueFull),
                     Some(taken) => {
                         slot = Some(taken);
-                        inner.is_hopeless(&limits).then_some(ShedReason::Hopeless)
+                        if inner.is_hopeless(&limits) {
+                            Some(ShedReason::Hopeless)
+                        } else {
+                            // A deadline already past: shed without a wait.
+                            limits.expired(Duration::ZERO)
+                        }
                     }
                 };
                 if let Some(reason) = reason {

@@ -6,10 +6,12 @@
 //! - An acquire ends in exactly one of: a [`GatePermit`] (the observer hears
 //!   `on_admit` *after* the grant), [`GateError::Busy`] (`on_shed`, once, with
 //!   the [`ShedReason`]),
-//!   [`GateError::Cancelled`], [`GateError::ExceedsCapacity`] or
+//!   [`GateError::Cancelled`], [`GateError::ExceedsMaxUnits`],
+//!   [`GateError::ExceedsCapacity`] or
 //!   [`GateError::Closed`] (the observer hears nothing), or a drop (nothing).
 //! - A permit tells the observer `on_release` *before* its units return to the
-//!   semaphore, so a gauge kept from the two hooks never reads above the capacity.
+//!   semaphore, so a gauge kept from the two hooks never reads above the capacity
+//!   (but while a shrink below the units in use settles).
 //! - Labels come from a [`Source`] type: a closed set known at compile time, so
 //!   per-source metrics have bounded cardinality.
 //!
@@ -42,7 +44,7 @@ mod timer;
 #[cfg(feature = "alloc")]
 pub use acquire::GateAcquire;
 #[cfg(feature = "alloc")]
-pub use builder::{GateBuilder, NoTimer, MAX_WAIT_BUDGET};
+pub use builder::{GateBuilder, NoTimer, MAX_WAIT_BUDGET, MIN_WAIT_BUDGET};
 pub use capacity::Capacity;
 #[cfg(feature = "std")]
 pub use capacity::{memory_limit_in, memory_limit_of, process_memory_limit};
@@ -61,3 +63,5 @@ pub use source::Source;
 #[doc(hidden)]
 pub use source::{__label_count, __label_is_snake_case};
 pub use timer::Timer;
+#[cfg(feature = "std")]
+pub use timer::{ThreadSleep, ThreadTimer};

@@ -9,7 +9,9 @@
 //!
 //! - [`Observer::on_admit`] is called *after* the units were granted, and
 //!   [`Observer::on_release`] *before* they return to the semaphore. A gauge of units
-//!   in use kept by these two hooks therefore never reads above the capacity.
+//!   in use kept by these two hooks therefore never reads above the capacity, but
+//!   for a shrink below the units in use, until the units held above the new
+//!   capacity come back (nothing held is revoked).
 //! - Exactly one of `on_admit` or `on_shed` is called per acquire that ends in a
 //!   grant or a shed; cancellations, oversize requests and closes call neither.
 //! - Every admitted unit is reported released exactly once: by its permit's
@@ -243,10 +245,14 @@ impl OverloadEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ShedReason {
-    /// Its wait budget (or ceiling) expired while it waited; also a
-    /// [`try_acquire`] that found no unit free (a budget of zero).
-    #[doc = alloc_item_link!("try_acquire", "Gate::try_acquire", "struct.Gate.html#method.try_acquire")]
+    /// Its wait budget expired while it waited.
     WaitBudget,
+    /// Its [`ceiling`], shorter than the wait budget, expired while it waited.
+    #[doc = alloc_item_link!("ceiling", "GateAcquire::ceiling", "struct.GateAcquire.html#method.ceiling")]
+    Ceiling,
+    /// A [`try_acquire`], which never waits, found the units not free at once.
+    #[doc = alloc_item_link!("try_acquire", "Gate::try_acquire", "struct.Gate.html#method.try_acquire")]
+    NoWait,
     /// [`max_waiters`] requests were already parked: shed at once, without parking.
     #[doc = alloc_item_link!("max_waiters", "GateBuilder::max_waiters", "struct.GateBuilder.html#method.max_waiters")]
     QueueFull,
@@ -264,19 +270,23 @@ pub enum ShedReason {
 
 impl ShedReason {
     /// Every reason, for registering per-reason series up front.
-    pub const ALL: [ShedReason; 4] = [
+    pub const ALL: [ShedReason; 6] = [
         ShedReason::WaitBudget,
+        ShedReason::Ceiling,
+        ShedReason::NoWait,
         ShedReason::QueueFull,
         ShedReason::Overload,
         ShedReason::Hopeless,
     ];
 
-    /// A stable `snake_case` label: `"wait_budget"`, `"queue_full"`, `"overload"`
-    /// or `"hopeless"`.
+    /// A stable `snake_case` label: `"wait_budget"`, `"ceiling"`, `"no_wait"`,
+    /// `"queue_full"`, `"overload"` or `"hopeless"`.
     #[must_use]
     pub fn label(self) -> &'static str {
         match self {
             Self::WaitBudget => "wait_budget",
+            Self::Ceiling => "ceiling",
+            Self::NoWait => "no_wait",
             Self::QueueFull => "queue_full",
             Self::Overload => "overload",
             Self::Hopeless => "hopeless",

@@ -194,6 +194,9 @@ impl Overload {
 pub(crate) struct WaitLimits<'a> {
     /// The budget, or the ceiling if shorter.
     pub(crate) limit: Duration,
+    /// Which of the two `limit` is: [`ShedReason::WaitBudget`] or
+    /// [`ShedReason::Ceiling`].
+    pub(crate) limit_reason: ShedReason,
     pub(crate) overload: Option<&'a Overload>,
     /// With an overload target: how often a request parked past the cap looks
     /// again whether the gate has become overloaded: the target, or a sixteenth
@@ -213,7 +216,7 @@ impl WaitLimits<'_> {
     /// Why a request parked for `waited` must be shed now, if it must.
     pub(crate) fn expired(&self, waited: Duration) -> Option<ShedReason> {
         if waited >= self.limit {
-            return Some(ShedReason::WaitBudget);
+            return Some(self.limit_reason);
         }
         match self.overload {
             Some(overload) if overload.is_overloaded() && waited >= overload.cap() => {
@@ -367,6 +370,7 @@ mod tests {
         let o = Overload::new(TARGET);
         let limits = WaitLimits {
             limit: ms(1000),
+            limit_reason: ShedReason::WaitBudget,
             overload: Some(&o),
             recheck: ms(300),
         };
@@ -386,9 +390,10 @@ mod tests {
         assert_eq!(limits.expired(ms(200)), Some(ShedReason::Overload));
         let tight = WaitLimits {
             limit: ms(150),
+            limit_reason: ShedReason::Ceiling,
             ..limits
         };
         assert_eq!(tight.next_look(ms(0)), ms(150), "a ceiling below the cap");
-        assert_eq!(tight.expired(ms(150)), Some(ShedReason::WaitBudget));
+        assert_eq!(tight.expired(ms(150)), Some(ShedReason::Ceiling));
     }
 }

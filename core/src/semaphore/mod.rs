@@ -62,7 +62,7 @@ pub use acquire::Acquire;
 #[cfg(feature = "alloc")]
 pub use acquire::AcquireOwned;
 #[cfg(feature = "std")]
-pub(crate) use blocking::ThreadWaker;
+pub(crate) use blocking::{block_until, ThreadWaker};
 pub use drain::Drain;
 #[cfg(feature = "std")]
 pub use error::AcquireTimeoutError;
@@ -129,6 +129,14 @@ impl Semaphore {
     loom_const_fn! {
         /// A semaphore with `capacity` units, all free.
         ///
+        /// A capacity of 0 is allowed, as it is reachable anyway (forgotten
+        /// permits shrink the capacity): every acquire then fails at once with
+        /// [`ExceedsCapacity`](AcquireError::ExceedsCapacity), since no request
+        /// waits for units that do not exist, until
+        /// [`add_units`](Self::add_units) or [`set_capacity`](Self::set_capacity)
+        /// raises it. A `Gate`'s capacity is a configuration and
+        /// refuses 0 (`ConfigError::ZeroCapacity`).
+        ///
         /// # Panics
         ///
         /// If `capacity > Semaphore::MAX_UNITS`.
@@ -163,7 +171,9 @@ impl Semaphore {
     ///   [`AcquireError::ExceedsCapacity`].
     ///
     /// Resizes that race each other end at the capacity of the last to take
-    /// effect.
+    /// effect. 0 is a capacity like any other (see [`new`](Self::new)), and a
+    /// closed semaphore's capacity still changes (a `Gate` refuses that resize:
+    /// `ConfigError::Closed`).
     ///
     /// # Panics
     ///

@@ -19,7 +19,8 @@ pub enum Event {
         held: Duration,
         probed: Option<usize>,
     },
-    /// `on_shed(source, units, waited, ShedReason::WaitBudget)`.
+    /// `on_shed(source, units, waited, _)` for a `WaitBudget`, `Ceiling` or
+    /// `NoWait` shed (`Recorder::shed_reasons` tells them apart).
     Shed(&'static str, usize, Duration),
     /// `on_shed(source, units, _, ShedReason::QueueFull)`.
     QueueFull(&'static str, usize),
@@ -42,6 +43,7 @@ pub struct Recorder {
     events: Mutex<Vec<Event>>,
     probe: Mutex<Option<Probe>>,
     admit_probes: Mutex<Vec<usize>>,
+    shed_reasons: Mutex<Vec<ShedReason>>,
 }
 
 impl Recorder {
@@ -67,6 +69,11 @@ impl Recorder {
             .iter()
             .filter(|e| matches!(e, Event::Shed(..)))
             .count()
+    }
+
+    /// The reason of every shed, in order.
+    pub fn shed_reasons(&self) -> Vec<ShedReason> {
+        self.shed_reasons.lock().unwrap().clone()
     }
 
     pub fn admits(&self) -> Vec<(&'static str, usize, Duration)> {
@@ -126,6 +133,7 @@ impl admit::Observer for Recorder {
         });
     }
     fn on_shed(&self, e: &admit::ShedEvent) {
+        self.shed_reasons.lock().unwrap().push(e.reason);
         self.push(match e.reason {
             ShedReason::QueueFull => Event::QueueFull(e.source, e.units),
             ShedReason::Overload => Event::OverloadShed(e.source, e.units, e.waited),
