@@ -46,6 +46,9 @@ pub enum Decision<S> {
     },
     /// Call the inner service at once, holding nothing: health checks, `/metrics`,
     /// anything cheap that must answer while the gate is full.
+    ///
+    /// A bypassed request carries no [`AdmitPermit`](crate::AdmitPermit): a handler
+    /// that serves it takes the permit as an `Option` (see there).
     Bypass,
 }
 

@@ -40,6 +40,11 @@ use crate::{BoxError, ClientGone, HangUp};
 ///   connection ([`PeerWatchLayer`]); it also turns the "client gone" response into
 ///   a service error, so hyper closes the connection without writing a byte.
 ///
+/// Forgotten (an axum router served with a plain `into_make_service()`), nothing
+/// fails: the layer logs one `tracing` warning, at the first HTTP/1 request that
+/// reaches the gate unwatched, naming this fix
+/// ([`AdmitLayer::allow_unwatched`](crate::AdmitLayer::allow_unwatched) silences it).
+///
 /// HTTP/1 only: an HTTP/2 client cancels a request with a stream reset, which hyper
 /// sees and answers by dropping the request's future.
 ///

@@ -19,6 +19,11 @@ use admit::{GatePermit, Source};
 ///
 /// Cloning the handle does not clone the units: every clone reaches the same slot.
 ///
+/// Only an admitted request has one: a [`Decision::Bypass`](crate::Decision::Bypass)
+/// route's request has none, and a handler taking `Extension<AdmitPermit<S>>` fails
+/// it with axum's `500` "Missing request extension". On a route that may be
+/// bypassed, take `Option<Extension<AdmitPermit<S>>>` (axum 0.8): `None` there.
+///
 /// # Examples
 ///
 /// ```
@@ -32,7 +37,15 @@ use admit::{GatePermit, Source};
 ///     permit.release(); // the slow, cheap part (sending the answer) holds nothing
 ///     "stored\n"
 /// }
-/// # let _ = upload;
+///
+/// // On a route the layer may bypass: `None` there, instead of a 500.
+/// async fn report(permit: Option<Extension<AdmitPermit<Route>>>) -> String {
+///     match permit {
+///         Some(Extension(permit)) => format!("{} unit(s) for {:?}\n", permit.units(), permit.source()),
+///         None => "bypassed\n".to_owned(),
+///     }
+/// }
+/// # let _ = (upload, report);
 /// ```
 pub struct AdmitPermit<S: Source> {
     slot: Arc<Slot<S>>,

@@ -27,9 +27,12 @@ pub const CLIENT_CLOSED_REQUEST: u16 = 499;
 ///
 /// ```
 /// use std::time::Duration;
-/// use admit::GateError;
+/// use admit::{GateError, ShedReason};
 ///
-/// let busy = GateError::Busy { retry_after: Duration::from_millis(1500) };
+/// let busy = GateError::Busy {
+///     retry_after: Duration::from_millis(1500),
+///     reason: ShedReason::WaitBudget,
+/// };
 /// let response = admit_tower::default_response(&busy).unwrap();
 /// assert_eq!(response.status(), 503);
 /// assert_eq!(response.headers()["retry-after"], "2");

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use admit::{Gate, GateError, GatePermit, Observer, Source, Timer};
 use bytes::Bytes;
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, Version};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -71,6 +72,10 @@ struct Shared<S: Source, D> {
     gate: Box<dyn DynGate<S>>,
     decide: D,
     reject: Option<Box<RejectFn>>,
+    /// Set by the first HTTP/1 request that reaches the gate with no hang-up watch
+    /// (which warns), or from the start by [`AdmitLayer::allow_unwatched`]: the
+    /// warning is given at most once per layer.
+    unwatched_warned: AtomicBool,
 }
 
 impl<S: Source, D> Shared<S, D> {
@@ -81,7 +86,38 @@ impl<S: Source, D> Shared<S, D> {
             (_, None) => default_response(error),
         }
     }
+
+    /// Warns, once per layer, that a request reached the gate with nothing to tell
+    /// it that its client left: a hang-up while it waits would end as a shed.
+    fn warn_unwatched(&self, version: Version) {
+        // HTTP/2 and HTTP/3 cancel a request with a stream reset, which hyper sees
+        // itself: it drops the request's future, and a dropped acquire counts nothing.
+        if !matches!(
+            version,
+            Version::HTTP_09 | Version::HTTP_10 | Version::HTTP_11
+        ) {
+            return;
+        }
+        // The flag guards nothing but itself, so `Relaxed`; the swap lets exactly
+        // one request warn, the load keeps the others from writing the shared line.
+        if self.unwatched_warned.load(Ordering::Relaxed)
+            || self.unwatched_warned.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        tracing::warn!("{UNWATCHED}");
+    }
 }
+
+/// The warning of [`Shared::warn_unwatched`]: what is wrong, the fix, the opt-out.
+const UNWATCHED: &str = "admit-tower: an HTTP/1 request reached the admission gate with no \
+    hang-up watch, so a client that hangs up while its request waits will be counted as a \
+    shed instead of a client that left. With axum, serve \
+    `app.into_make_service_with_connect_info::<admit_tower::PeerWatch>()` (admit-tower \
+    features `axum` and `tokio`); with hyper-util, wrap each connection's service in \
+    `PeerWatch::new(&stream).layer()` (a `PeerWatchLayer`); or put a `HangUp` in the \
+    request's extensions. Without a watch on purpose: `AdmitLayer::allow_unwatched()` \
+    silences this warning, given once per layer.";
 
 /// A [`Layer`] that admits each request through a [`Gate`]: see [`Admit`].
 ///
@@ -130,6 +166,7 @@ where
                 gate: Box::new(gate),
                 decide,
                 reject: None,
+                unwatched_warned: AtomicBool::new(false),
             }),
         }
     }
@@ -177,6 +214,50 @@ where
         Arc::get_mut(&mut self.shared)
             .expect("AdmitLayer::on_reject must be called before the layer is cloned")
             .reject = Some(Box::new(reject));
+        self
+    }
+
+    /// Silences the warning this layer gives (once, through [`tracing`]) when an
+    /// HTTP/1 request reaches the gate with no hang-up watch: for a server without
+    /// one on purpose.
+    ///
+    /// Without a watch, hyper does not notice an HTTP/1 client that hangs up while
+    /// its request is parked (it is not reading the socket then), so the request
+    /// waits out its budget and is counted as a shed, the one miscount the gate
+    /// exists to avoid. The watch is `ConnectInfo<PeerWatch>` with axum, a
+    /// `PeerWatchLayer` with hyper-util (both feature `tokio`), or any [`HangUp`]
+    /// in the request's extensions; serving an axum router with
+    /// `into_make_service()` forgets it, and the first such request that reaches
+    /// the gate logs a warning that names the fix. HTTP/2 requests need no watch
+    /// and never warn; bypassed ones never reach the gate.
+    ///
+    /// Reasons to run without one: a listener `PeerWatch` cannot watch (a Unix
+    /// socket, a stream that is not a Tokio `TcpStream`), a proxy in front that
+    /// keeps the upstream connection when its client leaves, a test in process.
+    /// Applies to this layer and every clone of it, whenever called.
+    ///
+    /// [`tracing`]: https://docs.rs/tracing
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit_tower::{AdmitLayer, Decision};
+    ///
+    /// admit::sources! { pub enum Route { Upload => "upload" } }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), admit::ConfigError> {
+    /// let gate = admit_tokio::gate(4).build()?;
+    /// // Served on a Unix socket: no `PeerWatch`, and no warning for it.
+    /// let layer = AdmitLayer::new(gate, |_: &http::request::Parts| Decision::admit(1, Route::Upload))
+    ///     .allow_unwatched();
+    /// # let _ = layer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn allow_unwatched(self) -> Self {
+        self.shared.unwatched_warned.store(true, Ordering::Relaxed);
         self
     }
 }
@@ -229,7 +310,8 @@ impl<Svc, S: Source, D> Layer<Svc> for AdmitLayer<S, D> {
 ///    `Expect: 100-continue` has not sent it).
 /// 2. The wait ends at the gate's budget, at the request's [`WaitCeiling`] if
 ///    sooner, or when its [`HangUp`] fires (or, with the `axum` and `tokio` features,
-///    its `ConnectInfo<PeerWatch>`).
+///    its `ConnectInfo<PeerWatch>`). The first HTTP/1 request with neither logs a
+///    warning, once per layer: see [`AdmitLayer::allow_unwatched`].
 /// 3. Granted: an [`AdmitPermit`] goes into the request's extensions, the inner
 ///    service is called, and the permit rides in the response's [`AdmitBody`] until
 ///    the body has yielded its last frame or is dropped. Dropped before a response
@@ -302,6 +384,9 @@ where
             Decision::Admit { units, source } => {
                 let ceiling = request.extensions().get::<WaitCeiling>().map(|c| c.0);
                 let hang_up = hang_up(&request);
+                if hang_up.is_none() {
+                    self.shared.warn_unwatched(request.version());
+                }
                 let acquire = self.shared.gate.acquire(units, source, ceiling, hang_up);
                 // The ready service goes with the request; a clone stays for the next.
                 let ready = self.inner.clone();

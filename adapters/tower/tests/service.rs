@@ -375,10 +375,63 @@ async fn a_bypassed_request_never_waits_and_holds_nothing() {
     drop(held);
 }
 
+/// Through an axum `Router`: a handler on both kinds of route takes
+/// `Option<Extension<AdmitPermit<_>>>`, `None` where the route is bypassed; one that
+/// takes `Extension<AdmitPermit<_>>` fails a bypassed request with axum's 500.
+#[tokio::test(start_paused = true)]
+async fn an_axum_handler_gets_the_permit_as_an_option_none_when_bypassed() {
+    use axum::routing::post;
+    use axum::Extension;
+
+    async fn optional(permit: Option<Extension<AdmitPermit<Route>>>) -> String {
+        match permit {
+            Some(Extension(permit)) => format!("admitted with {} units", permit.units()),
+            None => "bypassed".to_owned(),
+        }
+    }
+    async fn required(Extension(permit): Extension<AdmitPermit<Route>>) -> String {
+        format!("admitted with {} units", permit.units())
+    }
+
+    let (gate, counting) = gate(2, Duration::from_secs(5));
+    let app = axum::Router::new()
+        .route("/mirror", post(optional))
+        .route("/healthz", post(optional))
+        .route("/strict", post(required))
+        .layer(layer(&gate));
+    let answer = |path: &'static str| {
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(request(path)).await.unwrap();
+            let status = response.status();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+
+    assert_eq!(
+        answer("/mirror").await,
+        (StatusCode::OK, "admitted with 2 units".to_owned())
+    );
+    assert_eq!(
+        answer("/healthz").await,
+        (StatusCode::OK, "bypassed".to_owned())
+    );
+    let (status, body) = answer("/strict").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(body.starts_with("Missing request extension"), "{body}");
+    assert_eq!(
+        counting.admitted(),
+        1,
+        "only the mirror went through the gate"
+    );
+}
+
 #[test]
 fn rejection_and_debug_output() {
     let busy = admit::GateError::Busy {
         retry_after: Duration::from_millis(2100),
+        reason: admit::ShedReason::WaitBudget,
     };
     let rejection = admit_tower::Rejection::from(busy);
     assert_eq!(rejection.error(), busy);
