@@ -174,7 +174,7 @@ fn a_closed_gate_refuses_a_resize_and_keeps_its_capacity() {
     assert!(!rec.events().iter().any(|e| matches!(e, Event::Capacity(_))));
     assert_eq!(
         ConfigError::Closed.to_string(),
-        "the gate is closed: its capacity no longer changes"
+        "the gate is closed: a resize would configure nothing"
     );
     drop(held);
 }

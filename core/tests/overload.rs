@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use admit::{Gate, GateAcquire, GateError, GatePermit};
+use admit::{Gate, GateAcquire, GateError, GatePermit, ShedReason};
 use support::{Event, ManualTimer, Recorder, Src, Trigger};
 
 type TestGate = Gate<Src, ManualTimer, Arc<Recorder>>;
@@ -155,6 +155,13 @@ fn a_ceiling_below_the_estimate_is_hopeless_too() {
         poll(long.as_mut()).is_pending(),
         "1 s fits a ceiling of 1 s"
     );
+    // A zero ceiling is the caller's own limit: named for it, not for the
+    // estimate that would also have shed it.
+    let mut none = Box::pin(gate.acquire(1, Src::Publish).ceiling(Duration::ZERO));
+    match poll(none.as_mut()) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Ceiling)),
+        other => panic!("expected a shed at once, got {other:?}"),
+    }
 }
 
 #[test]

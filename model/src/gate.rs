@@ -4,15 +4,22 @@
 //!
 //! The model is the semaphore model (a counter and a FIFO queue) plus, per waiter,
 //! the instant it parked, its deadline (`min(ceiling, wait budget)` later) and its
-//! cancellation signal. A poll is resolved in the gate's documented order: oversize
-//! (`ExceedsCapacity`, at once); the caller's signal (`Cancelled`, not counted,
-//! units granted meanwhile returned); the semaphore (a grant wins over a deadline
-//! reached in the same poll; `Closed`); then the deadline (`Busy`, one shed for the
-//! call's source). `try_acquire` that finds no units is a shed with a zero wait.
+//! cancellation signal. A poll is resolved in the gate's documented order: a
+//! request above the gate's `max_units` (`ExceedsMaxUnits`, at once, even when the
+//! capacity would fit it), then above the capacity (`ExceedsCapacity`, at once);
+//! the caller's signal (`Cancelled`, not counted, units granted meanwhile
+//! returned); the semaphore (a grant wins over a deadline reached in the same
+//! poll; `Closed`); then the deadline (`Busy`, one shed for the call's source, for
+//! `Ceiling` if the call's ceiling is below the wait budget, else `WaitBudget`; a
+//! zero ceiling sheds at the first poll). `try_acquire` that finds no units is a
+//! `NoWait` shed with a zero wait. Neither refusal at once is a shed: the observer
+//! hears nothing. The reason of every shed is predicted both in the error
+//! (`Busy { reason, .. }`) and in `on_shed`.
 //!
 //! After every step it checks: the observer's events of that step are exactly the
-//! model's (`on_admit` / `on_release` / `on_shed`, with source, units and the wait
-//! or hold time on the manual clock), so shed counts per source agree; the gauge
+//! model's (`on_admit` / `on_release` / `on_shed`, with source, units, the wait
+//! or hold time on the manual clock and a shed's reason), so shed counts per
+//! source and reason agree; the gauge
 //! the observer keeps (`+units` at admit, `−units` at release) equals the units in
 //! permits and never exceeds the capacity; `in_use()`, `waiters()`, `is_closed()`
 //! agree with the model; a `Busy` carries the `retry_after()` the gate reports
@@ -28,15 +35,18 @@
 //! the semaphore model's serving pass (pay the debt from free units first, fail
 //! parked requests above the capacity wherever they wait, grant only with no
 //! debt). `Resize` must return the previous capacity and tell the observer the new
-//! one (`on_capacity`, only if it changed; a resize to 0 is refused with
-//! `ZeroCapacity` and changes nothing); a parked acquire failed by a shrink or a
-//! forget is woken once and ends `ExceedsCapacity` (not a shed: the observer
-//! hears nothing); `split` and `merge` tell the observer nothing, and each part's
-//! units are later reported released once, with the source and hold time of the
-//! permit that holds them then; `forget` reports its units released, then the new
-//! capacity. `capacity()` is checked after every step, and the observer's gauge
-//! may exceed the capacity only by the units still owed to a shrink; `in_use()`
-//! counts the units in permits.
+//! one (`on_capacity`, only if it changed). It is refused, changing nothing and
+//! telling nothing, in this order: to 0 (`ZeroCapacity`), below `max_units`
+//! (`CapacityBelowMaxUnits`), on a closed gate (`Closed`). So a resize never
+//! lowers the capacity below a parked request (none is above `max_units`): only
+//! forgets do, and a parked acquire failed by a forget is woken once and ends
+//! `ExceedsCapacity` (not a shed: the observer hears nothing), as does a later
+//! request between the capacity and `max_units`. `split` and `merge` tell the
+//! observer nothing, and each part's units are later reported released once,
+//! with the source and hold time of the permit that holds them then; `forget`
+//! reports its units released, then the new capacity. `capacity()` is checked
+//! after every step, and the observer's gauge may exceed the capacity only by
+//! the units still owed to a shrink; `in_use()` counts the units in permits.
 //!
 //! # Overload
 //!
@@ -99,8 +109,8 @@ pub const MAX_LIVE_WAITERS: usize = 48;
 pub enum GateOp {
     /// Creates `gate.acquire(units, site)` with an `until` signal, and with
     /// `.ceiling(ms)` if given (`ceiling % 80` ms: zero, below and above the
-    /// budget); not polled yet. Raw units `0..224` map onto `1..=capacity`,
-    /// `224..=255` to more than the capacity.
+    /// budget); not polled yet. Raw units `0..224` map onto `1..=capacity` (those
+    /// above `max_units` are refused), `224..=255` to more than the capacity.
     Acquire {
         /// Raw units.
         units: u8,
@@ -135,7 +145,8 @@ pub enum GateOp {
     RunWoken,
     /// `gate.close()`.
     Close,
-    /// `gate.resize(raw % 12)`: 0 is refused, the rest grow or shrink.
+    /// `gate.resize(raw % 12)`: 0, below `max_units`, or on a closed gate is
+    /// refused; the rest grow or shrink.
     Resize(u8),
     /// `split(n)` on a held permit of `u` units, `n = 1 + raw % (u + 1)` (`None`
     /// when `n >= u`).
@@ -202,6 +213,65 @@ impl GateOp {
         }
         unreachable!("the selector weights cover every byte")
     }
+
+    /// The first selector byte of `kind`.
+    fn selector_of(kind: GateKind) -> u8 {
+        let mut start = 0;
+        for (k, weight) in GateOp::SELECTOR {
+            if k == kind {
+                return u8::try_from(start).expect("a byte");
+            }
+            start += weight;
+        }
+        unreachable!("every kind has a selector")
+    }
+
+    fn kind(&self) -> GateKind {
+        match self {
+            GateOp::Acquire { .. } => GateKind::Acquire,
+            GateOp::TryAcquire { .. } => GateKind::TryAcquire,
+            GateOp::Poll(_) => GateKind::Poll,
+            GateOp::Drop(_) => GateKind::Drop,
+            GateOp::Fire(_) => GateKind::Fire,
+            GateOp::Advance(_) => GateKind::Advance,
+            GateOp::Release { .. } => GateKind::Release,
+            GateOp::RunWoken => GateKind::RunWoken,
+            GateOp::Close => GateKind::Close,
+            GateOp::Resize(_) => GateKind::Resize,
+            GateOp::Split { .. } => GateKind::Split,
+            GateOp::Merge { .. } => GateKind::Merge,
+            GateOp::Forget(_) => GateKind::Forget,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(GateOp::selector_of(self.kind()));
+        match *self {
+            GateOp::Acquire {
+                units,
+                site,
+                ceiling,
+            } => {
+                out.extend([units, site]);
+                match ceiling {
+                    // `Option`'s `Arbitrary`: a `bool` (the low bit), then the value.
+                    Some(c) => out.extend([1, c]),
+                    None => out.push(0),
+                }
+            }
+            GateOp::TryAcquire { units, site } => out.extend([units, site]),
+            GateOp::Release { permit, explicit } => out.extend([permit, u8::from(explicit)]),
+            GateOp::Poll(i)
+            | GateOp::Drop(i)
+            | GateOp::Fire(i)
+            | GateOp::Advance(i)
+            | GateOp::Resize(i)
+            | GateOp::Forget(i) => out.push(i),
+            GateOp::Split { permit, units } => out.extend([permit, units]),
+            GateOp::Merge { a, b } => out.extend([a, b]),
+            GateOp::RunWoken | GateOp::Close => {}
+        }
+    }
 }
 
 impl<'a> Arbitrary<'a> for GateOp {
@@ -243,8 +313,10 @@ impl<'a> Arbitrary<'a> for GateOp {
 /// A decoded gate input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateCase {
-    /// Raw capacity; the gate gets `1 + capacity % 8`, and an overload target of
-    /// a quarter of the budget if the high bit is set.
+    /// Raw capacity; the gate gets `1 + capacity % 8` units (the low three bits),
+    /// a `max_units` of `1 + bits` from bits 3 to 6, capped at those units (see
+    /// [`GateCase::max_units`]), and an overload target of a quarter of the
+    /// budget if the high bit is set.
     pub capacity: u8,
     /// Raw wait budget; the gate gets `1 + budget % 64` ms.
     pub budget: u8,
@@ -253,6 +325,36 @@ pub struct GateCase {
 }
 
 impl GateCase {
+    /// The gate's capacity at the start: `1 + capacity % 8`.
+    #[must_use]
+    pub fn initial_capacity(&self) -> usize {
+        1 + usize::from(self.capacity % 8)
+    }
+
+    /// The gate's `max_units`: `1 + ((capacity >> 3) & 15)`, capped at the
+    /// initial capacity (the builder refuses a capacity below it). From bits 3 to
+    /// 6 of the capacity byte, which no other field reads, so a case written when
+    /// the gate had a `max_units` of 1 keeps its capacity, budget and target
+    /// (those bits at 0 still give 1).
+    ///
+    /// Capped rather than taken modulo the capacity: over uniform bytes about
+    /// half the gates get `max_units == capacity`, which refuses no request
+    /// within the capacity (and every shrink below it), and the rest spread over
+    /// `1..capacity`, which refuse some requests the capacity would fit (and allow
+    /// shrinks down to `max_units`). A modulo spreads them evenly, refuses more,
+    /// and builds queues (and so overload) far less often.
+    #[must_use]
+    pub fn max_units(&self) -> usize {
+        (1 + usize::from((self.capacity >> 3) & 0x0f)).min(self.initial_capacity())
+    }
+
+    /// Whether the gate has an overload target (the high bit of the capacity
+    /// byte).
+    #[must_use]
+    pub fn has_overload_target(&self) -> bool {
+        self.capacity & 0x80 != 0
+    }
+
     /// Decodes fuzzer bytes: capacity, budget, then [`GateOp`]s until the bytes run
     /// out. `None` if fewer than two bytes.
     pub fn decode(data: &[u8]) -> Option<GateCase> {
@@ -270,6 +372,17 @@ impl GateCase {
             ops,
         })
     }
+
+    /// The bytes that [`decode`](Self::decode) reads back as this case: for
+    /// writing corpus seeds by hand.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![self.capacity, self.budget];
+        for op in &self.ops {
+            op.encode(&mut out);
+        }
+        out
+    }
 }
 
 /// What a gate replay did.
@@ -283,11 +396,21 @@ pub struct GateStats {
     pub parked_admits: usize,
     /// Admitted although the deadline had also passed (the grant wins the tie).
     pub admits_at_deadline: usize,
-    /// Budget or ceiling expiries (sheds) of parked acquires.
+    /// Admissions (of any kind) of more than one unit.
+    pub multi_unit_admits: usize,
+    /// Budget or ceiling expiries (sheds) of acquires: parked ones, and zero
+    /// ceilings at the first poll; `budget_sheds + ceiling_sheds`.
     pub sheds: usize,
-    /// Sheds on the first poll (a zero ceiling).
+    /// Of `sheds`, those for [`ShedReason::WaitBudget`].
+    pub budget_sheds: usize,
+    /// Of `budget_sheds`, calls with a ceiling not below the budget (the budget
+    /// is what binds: still `WaitBudget`).
+    pub budget_sheds_with_ceiling: usize,
+    /// Of `sheds`, those for [`ShedReason::Ceiling`].
+    pub ceiling_sheds: usize,
+    /// Sheds on the first poll (a zero ceiling: [`ShedReason::Ceiling`]).
     pub sheds_at_once: usize,
-    /// `try_acquire` refusals (sheds with zero wait).
+    /// `try_acquire` refusals (sheds with zero wait, [`ShedReason::NoWait`]).
     pub try_sheds: usize,
     /// `try_acquire` admissions.
     pub try_admits: usize,
@@ -297,8 +420,19 @@ pub struct GateStats {
     pub cancels_after_grant: usize,
     /// `Closed` outcomes.
     pub closed: usize,
-    /// `ExceedsCapacity` outcomes.
+    /// `ExceedsMaxUnits` outcomes (the first poll of an acquire, or a
+    /// `try_acquire`).
+    pub exceeds_max_units: usize,
+    /// Of `exceeds_max_units`, requests the capacity in force would have fit.
+    pub exceeds_max_units_within_capacity: usize,
+    /// Of `exceeds_max_units`, acquires whose signal had fired before the first
+    /// poll (the refusal wins).
+    pub exceeds_max_units_fired: usize,
+    /// `ExceedsCapacity` outcomes, at once or of a parked acquire.
     pub oversize: usize,
+    /// Of `oversize`, at once (a first poll or a `try_acquire`): a request within
+    /// `max_units` above a capacity that forgets lowered.
+    pub oversize_at_once: usize,
     /// Waiters woken by their deadline.
     pub deadline_wakes: usize,
     /// Waiters dropped while parked or granted.
@@ -307,12 +441,21 @@ pub struct GateStats {
     pub grows: usize,
     /// Resizes that lowered it.
     pub shrinks: usize,
-    /// Resizes to 0, refused.
+    /// Resizes to 0, refused (`ZeroCapacity`).
     pub resize_refusals: usize,
+    /// Resizes to a capacity below `max_units`, refused
+    /// (`CapacityBelowMaxUnits`).
+    pub resize_below_max_units: usize,
+    /// Valid resizes of a closed gate, refused (`ConfigError::Closed`).
+    pub resize_closed: usize,
+    /// Invalid resizes (0, below `max_units`) of a closed gate: refused for the
+    /// capacity, not for the close.
+    pub resize_invalid_while_closed: usize,
     /// Units retired after a shrink (free at once, or as they came back).
     pub retired_units: usize,
-    /// Parked acquires ended `ExceedsCapacity` by a shrink or a forget.
-    pub exceeds_after_shrink: usize,
+    /// Parked acquires ended `ExceedsCapacity` by a forget (a shrink stays at
+    /// `max_units` or above, which no parked request exceeds).
+    pub exceeds_after_forget: usize,
     /// `split` calls that returned a permit.
     pub splits: usize,
     /// `merge` calls, and of those, ones across two sources.
@@ -321,6 +464,8 @@ pub struct GateStats {
     pub merges_across_sources: usize,
     /// `forget` calls.
     pub forgets: usize,
+    /// Forgets that left the capacity below `max_units`.
+    pub forgets_below_max_units: usize,
     /// Sheds at arrival by the estimate (`Hopeless`).
     pub hopeless: usize,
     /// Sheds of parked acquires at the overload cap (`Overload`).
@@ -340,9 +485,10 @@ pub fn replay_gate_bytes(data: &[u8]) -> Option<GateStats> {
 ///
 /// On the first disagreement.
 pub fn replay_gate(case: &GateCase) -> GateStats {
-    let capacity = 1 + usize::from(case.capacity % 8);
+    let capacity = case.initial_capacity();
+    let max_units = case.max_units();
     let budget = Duration::from_millis(1 + u64::from(case.budget % 64));
-    let target = (case.capacity & 0x80 != 0).then(|| budget / 4);
+    let target = case.has_overload_target().then(|| budget / 4);
     let timer = ManualTimer::new();
     let obs = Arc::new(Recorder::default());
     let mut builder = Gate::builder(capacity).wait_budget(budget);
@@ -350,18 +496,21 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
         builder = builder.overload_target(target);
     }
     let gate = builder
-        .max_units(1)
+        .max_units(max_units)
         .timer(timer.clone())
         .observer(Arc::clone(&obs))
         .build()
         .expect("a valid gate configuration");
     let labels: Vec<&'static str> = Site::ALL.iter().map(|s| s.label()).collect();
     assert_eq!(obs.take(), vec![Event::Start(capacity, labels)], "on_start");
+    assert_eq!(gate.max_units(), max_units, "max_units()");
+    assert_eq!(gate.wait_budget(), budget, "wait_budget()");
     let mut h = GateHarness {
         gate: &gate,
         timer: &timer,
         obs: &obs,
         capacity,
+        max_units,
         budget,
         pace: ModelPace::default(),
         codel: target.map(ModelCodel::new),
@@ -468,7 +617,7 @@ enum Phase {
     Granted,
     /// Closed by the semaphore, not yet polled to see it.
     Closed,
-    /// Failed by a shrink or forget (`ExceedsCapacity`), not yet polled to see it.
+    /// Failed by a forget (`ExceedsCapacity`), not yet polled to see it.
     Exceeds,
 }
 
@@ -478,6 +627,11 @@ struct GWaiter<'g> {
     units: usize,
     site: Site,
     max_wait: Duration,
+    /// Why it is shed when `max_wait` runs out: `Ceiling` if its ceiling is below
+    /// the budget, else `WaitBudget`.
+    limit_reason: ShedReason,
+    /// It has a ceiling (of any length).
+    has_ceiling: bool,
     trigger: Trigger,
     fired: bool,
     phase: Phase,
@@ -506,6 +660,9 @@ struct GateHarness<'g> {
     timer: &'g ManualTimer,
     obs: &'g Arc<Recorder>,
     capacity: usize,
+    /// The gate's `max_units`: no request above it is served, no resize goes
+    /// below it.
+    max_units: usize,
     budget: Duration,
     pace: ModelPace,
     /// With an overload target.
@@ -605,11 +762,14 @@ impl<'g> GateHarness<'g> {
         let site = Site::ALL[usize::from(site) % Site::ALL.len()];
         let trigger = Trigger::new();
         let mut fut = self.gate.acquire(units, site);
-        let mut max_wait = self.budget;
+        let (mut max_wait, mut limit_reason) = (self.budget, ShedReason::WaitBudget);
         if let Some(c) = ceiling {
             let c = Duration::from_millis(u64::from(c % 80));
             fut = fut.ceiling(c);
-            max_wait = max_wait.min(c);
+            // Only a ceiling below the budget is what binds (and names the shed).
+            if c < self.budget {
+                (max_wait, limit_reason) = (c, ShedReason::Ceiling);
+            }
         }
         let fut = Box::pin(fut.until(trigger.fired()));
         self.expect(fut.max_wait() == max_wait, || "max_wait()".into());
@@ -619,6 +779,8 @@ impl<'g> GateHarness<'g> {
             units,
             site,
             max_wait,
+            limit_reason,
+            has_ceiling: ceiling.is_some(),
             trigger,
             fired: false,
             phase: Phase::Fresh,
@@ -635,29 +797,43 @@ impl<'g> GateHarness<'g> {
     fn try_acquire(&mut self, units: usize, site: u8) {
         let site = Site::ALL[usize::from(site) % Site::ALL.len()];
         let got = self.gate.try_acquire(units, site);
+        let too_big = units > self.max_units;
         let oversize = units > self.capacity;
+        let refused = too_big || oversize;
         match got {
-            Err(GateError::ExceedsCapacity(e)) if oversize => {
+            Err(GateError::ExceedsMaxUnits {
+                requested,
+                max_units,
+            }) if too_big => {
+                self.expect(requested == units && max_units == self.max_units, || {
+                    format!("ExceedsMaxUnits {{ requested: {requested}, max_units: {max_units} }}")
+                });
+                self.exceeds_max_units(units, false);
+            }
+            Err(GateError::ExceedsCapacity(e)) if oversize && !too_big => {
                 self.expect(e.requested == units && e.capacity == self.capacity, || {
                     format!("{e:?}")
                 });
                 self.stats.oversize += 1;
+                self.stats.oversize_at_once += 1;
             }
-            Err(GateError::Closed) if self.closed && !oversize => self.stats.closed += 1,
-            Err(GateError::Busy { retry_after })
-                if !oversize && !self.closed && !self.fits(units) =>
-            {
+            Err(GateError::Closed) if self.closed && !refused => self.stats.closed += 1,
+            Err(GateError::Busy {
+                retry_after,
+                reason,
+            }) if !refused && !self.closed && !self.fits(units) => {
+                self.check_shed_reason(reason, ShedReason::NoWait);
                 self.check_retry_after(retry_after, units);
                 self.expected_events.push(Event::Shed(
                     site.label(),
                     units,
                     Duration::ZERO,
-                    ShedReason::WaitBudget,
+                    ShedReason::NoWait,
                 ));
                 self.saw_shed();
                 self.stats.try_sheds += 1;
             }
-            Ok(permit) if !oversize && !self.closed && self.fits(units) => {
+            Ok(permit) if !refused && !self.closed && self.fits(units) => {
                 self.available -= units;
                 self.expected_events
                     .push(Event::Admit(site.label(), units, Duration::ZERO));
@@ -666,12 +842,51 @@ impl<'g> GateHarness<'g> {
                 self.take_permit(permit, units, site);
             }
             other => self.fail(&format!(
-                "try_acquire({units}) returned {:?}; model: available {}, queued {}, closed {}",
+                "try_acquire({units}) returned {:?}; model: available {}, queued {}, closed {}, \
+                 max_units {}",
                 other.map(|p| p.units()),
                 self.available,
                 self.queue.len(),
-                self.closed
+                self.closed,
+                self.max_units
             )),
+        }
+    }
+
+    /// An `ExceedsMaxUnits` refusal of `units`, checked by the caller.
+    fn exceeds_max_units(&mut self, units: usize, fired: bool) {
+        self.stats.exceeds_max_units += 1;
+        if units <= self.capacity {
+            self.stats.exceeds_max_units_within_capacity += 1;
+        }
+        if fired {
+            self.stats.exceeds_max_units_fired += 1;
+        }
+    }
+
+    fn check_shed_reason(&self, got: ShedReason, model: ShedReason) {
+        self.expect(got == model, || {
+            format!("Busy carried {got:?}, the model's reason is {model:?}")
+        });
+    }
+
+    /// Counts a budget, ceiling or overload shed of an acquire (a `Hopeless`
+    /// one is counted where it is predicted).
+    fn count_shed(&mut self, reason: ShedReason, has_ceiling: bool) {
+        match reason {
+            ShedReason::Overload => self.stats.overload_sheds += 1,
+            ShedReason::Ceiling => {
+                self.stats.sheds += 1;
+                self.stats.ceiling_sheds += 1;
+            }
+            ShedReason::WaitBudget => {
+                self.stats.sheds += 1;
+                self.stats.budget_sheds += 1;
+                if has_ceiling {
+                    self.stats.budget_sheds_with_ceiling += 1;
+                }
+            }
+            other => self.fail(&format!("the model never predicts a {other:?} shed here")),
         }
     }
 
@@ -682,6 +897,9 @@ impl<'g> GateHarness<'g> {
         self.expect(permit.held_for() == Duration::ZERO, || {
             "held_for() at admission".into()
         });
+        if units > 1 {
+            self.stats.multi_unit_admits += 1;
+        }
         self.permits.push(GPermit {
             permit,
             units,
@@ -724,18 +942,24 @@ impl<'g> GateHarness<'g> {
         ))
     }
 
-    /// Why an acquire of `units` with a wait of at most `max_wait` is shed at its
-    /// first poll, when it does not fit: hopeless by the estimate (with a target),
-    /// or a zero wait.
-    fn at_arrival(&self, units: usize, max_wait: Duration) -> Option<ShedReason> {
+    /// Why an acquire of `units` with a wait of at most `max_wait` (named
+    /// `limit_reason`) is shed at its first poll, when it does not fit: hopeless
+    /// by the estimate (with a target), or a zero wait (a zero ceiling: the budget
+    /// is at least a millisecond).
+    fn at_arrival(
+        &self,
+        units: usize,
+        max_wait: Duration,
+        limit_reason: ShedReason,
+    ) -> Option<ShedReason> {
         let hopeless = self.codel.is_some()
             && self
                 .estimate(units)
                 .is_some_and(|e| e > self.longest_now(max_wait));
-        if hopeless {
+        if max_wait.is_zero() {
+            Some(limit_reason)
+        } else if hopeless {
             Some(ShedReason::Hopeless)
-        } else if max_wait.is_zero() {
-            Some(ShedReason::WaitBudget)
         } else {
             None
         }
@@ -748,9 +972,16 @@ impl<'g> GateHarness<'g> {
         }
     }
 
-    fn expired(&self, max_wait: Duration, waited: Duration) -> Option<ShedReason> {
+    /// Why a parked wait of at most `max_wait` (named `limit_reason`) that has
+    /// waited `waited` must end now, if it must.
+    fn expired(
+        &self,
+        max_wait: Duration,
+        limit_reason: ShedReason,
+        waited: Duration,
+    ) -> Option<ShedReason> {
         if waited >= max_wait {
-            return Some(ShedReason::WaitBudget);
+            return Some(limit_reason);
         }
         match &self.codel {
             Some(c) if c.overloaded && waited >= c.target * 2 => Some(ShedReason::Overload),
@@ -818,37 +1049,63 @@ impl<'g> GateHarness<'g> {
         let waker = Waker::from(Arc::clone(&w.waker));
         let result = w.fut.as_mut().poll(&mut Context::from_waker(&waker));
         drop(waker);
-        let (key, units, site, phase, fired, start, max_wait) = (
-            w.key, w.units, w.site, w.phase, w.fired, w.start, w.max_wait,
+        let (key, units, site, phase, fired, start, max_wait, limit_reason, has_ceiling) = (
+            w.key,
+            w.units,
+            w.site,
+            w.phase,
+            w.fired,
+            w.start,
+            w.max_wait,
+            w.limit_reason,
+            w.has_ceiling,
         );
         let label = site.label();
+        let too_big = units > self.max_units;
         let oversize = units > self.capacity;
+        // Refused at the first poll, before the signal is looked at.
+        let refused = phase == Phase::Fresh && (too_big || oversize);
         let fits = self.fits(units);
         let waited = self.now.saturating_sub(start);
         let expired_for = if phase == Phase::Fresh {
             None
         } else {
-            self.expired(max_wait, waited)
+            self.expired(max_wait, limit_reason, waited)
         };
         let expired = expired_for.is_some();
         // At the first poll of a request that parks: shed at once, and why.
         let at_arrival = if phase == Phase::Fresh && !fits {
-            self.at_arrival(units, max_wait)
+            self.at_arrival(units, max_wait, limit_reason)
         } else {
             None
         };
         match (phase, result) {
-            (Phase::Fresh, Poll::Ready(Err(GateError::ExceedsCapacity(e)))) if oversize => {
+            (
+                Phase::Fresh,
+                Poll::Ready(Err(GateError::ExceedsMaxUnits {
+                    requested,
+                    max_units,
+                })),
+            ) if too_big => {
+                self.expect(requested == units && max_units == self.max_units, || {
+                    format!("ExceedsMaxUnits {{ requested: {requested}, max_units: {max_units} }}")
+                });
+                self.exceeds_max_units(units, fired);
+                self.finish(i);
+            }
+            (Phase::Fresh, Poll::Ready(Err(GateError::ExceedsCapacity(e))))
+                if oversize && !too_big =>
+            {
                 self.expect(e.requested == units && e.capacity == self.capacity, || {
                     format!("{e:?}")
                 });
                 self.stats.oversize += 1;
+                self.stats.oversize_at_once += 1;
                 self.finish(i);
             }
-            // Oversize is checked before the signal only on the first poll.
-            (_, Poll::Ready(Err(GateError::Cancelled)))
-                if fired && !(phase == Phase::Fresh && oversize) =>
-            {
+            // The refusals at once are checked before the signal, on the first
+            // poll only.
+            (_, Poll::Ready(Err(GateError::Cancelled))) if fired && !refused => {
                 match phase {
                     Phase::Parked => self.leave_queue(key),
                     Phase::Granted => {
@@ -861,13 +1118,13 @@ impl<'g> GateHarness<'g> {
                 self.finish(i);
             }
             (Phase::Fresh, Poll::Ready(Err(GateError::Closed)))
-                if self.closed && !fired && !oversize =>
+                if self.closed && !fired && !refused =>
             {
                 self.stats.closed += 1;
                 self.finish(i);
             }
             (Phase::Fresh, Poll::Ready(Ok(permit)))
-                if !fired && !oversize && !self.closed && fits =>
+                if !fired && !refused && !self.closed && fits =>
             {
                 self.available -= units;
                 self.expected_events
@@ -877,13 +1134,18 @@ impl<'g> GateHarness<'g> {
                 self.take_permit(permit, units, site);
                 self.finish(i);
             }
-            (Phase::Fresh, Poll::Ready(Err(GateError::Busy { retry_after })))
-                if !fired && !oversize && !self.closed && at_arrival.is_some() =>
-            {
+            (
+                Phase::Fresh,
+                Poll::Ready(Err(GateError::Busy {
+                    retry_after,
+                    reason: got,
+                })),
+            ) if !fired && !refused && !self.closed && at_arrival.is_some() => {
                 // Parked, and shed at once (the estimate, or a zero wait): it left
                 // the queue (it was last, so nobody behind it is served) before
                 // `on_shed`.
                 let reason = at_arrival.expect("guarded");
+                self.check_shed_reason(got, reason);
                 self.check_retry_after(retry_after, units);
                 self.expected_events
                     .push(Event::Shed(label, units, Duration::ZERO, reason));
@@ -891,13 +1153,13 @@ impl<'g> GateHarness<'g> {
                 if reason == ShedReason::Hopeless {
                     self.stats.hopeless += 1;
                 } else {
-                    self.stats.sheds += 1;
+                    self.count_shed(reason, has_ceiling);
                     self.stats.sheds_at_once += 1;
                 }
                 self.finish(i);
             }
             (Phase::Fresh, Poll::Pending)
-                if !fired && !oversize && !self.closed && !fits && at_arrival.is_none() =>
+                if !fired && !refused && !self.closed && !fits && at_arrival.is_none() =>
             {
                 let now = self.now;
                 let look_at = self.next_look(max_wait, Duration::ZERO);
@@ -930,10 +1192,15 @@ impl<'g> GateHarness<'g> {
                 self.stats.oversize += 1;
                 self.finish(i);
             }
-            (Phase::Parked, Poll::Ready(Err(GateError::Busy { retry_after })))
-                if !fired && expired =>
-            {
+            (
+                Phase::Parked,
+                Poll::Ready(Err(GateError::Busy {
+                    retry_after,
+                    reason: got,
+                })),
+            ) if !fired && expired => {
                 let reason = expired_for.expect("guarded");
+                self.check_shed_reason(got, reason);
                 self.leave_queue(key);
                 // It has left the gate's queue too: the estimate is a newcomer's.
                 self.waiters[i].phase = Phase::Fresh;
@@ -942,11 +1209,7 @@ impl<'g> GateHarness<'g> {
                     .push(Event::Shed(label, units, waited, reason));
                 self.saw_shed();
                 self.saw_wait(waited, false);
-                if reason == ShedReason::Overload {
-                    self.stats.overload_sheds += 1;
-                } else {
-                    self.stats.sheds += 1;
-                }
+                self.count_shed(reason, has_ceiling);
                 self.finish(i);
             }
             (Phase::Parked, Poll::Pending) if !fired && !expired => {
@@ -961,13 +1224,14 @@ impl<'g> GateHarness<'g> {
                 w.signal_armed = true;
             }
             (phase, other) => self.fail(&format!(
-                "waiter #{key} ({units} units, max wait {max_wait:?}, model phase {phase:?}, \
-                 fired {fired}, expired {expired}) polled: {:?}; model: available {}, \
-                 queued {}, closed {}, now {:?}",
+                "waiter #{key} ({units} units, max wait {max_wait:?} for {limit_reason:?}, \
+                 model phase {phase:?}, fired {fired}, expired {expired_for:?}) polled: {:?}; \
+                 model: available {}, queued {}, closed {}, max_units {}, now {:?}",
                 other.map(|r| r.map(|p| p.units())),
                 self.available,
                 self.queue.len(),
                 self.closed,
+                self.max_units,
                 self.now
             )),
         }
@@ -1073,15 +1337,36 @@ impl<'g> GateHarness<'g> {
 
     fn resize(&mut self, to: usize) {
         let from = self.capacity;
-        if to == 0 {
-            let refused = self.gate.resize(to);
-            self.expect(refused == Err(ConfigError::ZeroCapacity), || {
-                format!("resize(0) returned {refused:?}")
-            });
+        let previous = self.gate.resize(to);
+        // The capacity is validated first, then the close: the gate is unchanged.
+        let refusal = if to == 0 {
             self.stats.resize_refusals += 1;
+            Some(ConfigError::ZeroCapacity)
+        } else if to < self.max_units {
+            self.stats.resize_below_max_units += 1;
+            Some(ConfigError::CapacityBelowMaxUnits {
+                capacity: to,
+                max_units: self.max_units,
+            })
+        } else if self.closed {
+            self.stats.resize_closed += 1;
+            Some(ConfigError::Closed)
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            if self.closed && refusal != ConfigError::Closed {
+                self.stats.resize_invalid_while_closed += 1;
+            }
+            self.expect(previous == Err(refusal), || {
+                format!(
+                    "resize({to}) returned {previous:?}, the model's refusal is {refusal:?} \
+                     (capacity {from}, max_units {}, closed {})",
+                    self.max_units, self.closed
+                )
+            });
             return;
         }
-        let previous = self.gate.resize(to);
         self.expect(previous == Ok(from), || {
             format!("resize({to}) returned {previous:?}, the model's capacity is {from}")
         });
@@ -1152,6 +1437,9 @@ impl<'g> GateHarness<'g> {
         let cut = units.min(self.capacity);
         self.capacity -= cut;
         self.debt -= units - cut;
+        if self.capacity < self.max_units {
+            self.stats.forgets_below_max_units += 1;
+        }
         self.expected_events
             .push(Event::Release(site.label(), units, self.now - admitted_at));
         self.released_with_nobody_parked();
@@ -1185,7 +1473,7 @@ impl<'g> GateHarness<'g> {
                 w.phase = Phase::Exceeds;
                 w.expected_wakes += 1;
                 self.queue.remove(at);
-                self.stats.exceeds_after_shrink += 1;
+                self.stats.exceeds_after_forget += 1;
             } else {
                 at += 1;
             }

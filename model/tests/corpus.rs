@@ -33,6 +33,7 @@ fn gate_corpus_replays() {
         }
     }
     assert_gate_reaches_everything(&total, "gate corpus");
+    assert_gate_reaches_lifecycle(&total, "gate corpus");
 }
 
 /// The files of `fuzz/corpus/<target>/`, in name order. A failing file is named
@@ -71,11 +72,14 @@ fn random_sweep() {
     assert_reaches_lifecycle(&total, "sweep");
 }
 
-/// The same sweep for the gate.
+/// The same sweep for the gate, three times as long: with requests above
+/// `max_units` refused at once and resizes below it refused, uniform bytes build
+/// queues less often, and a shed at the overload cap is rare (about one in 2,000
+/// inputs).
 #[test]
 fn gate_random_sweep() {
     let mut total = GateStats::default();
-    for data in random_inputs(0x2545_f491_4f6c_dd1d, scaled(2_000)) {
+    for data in random_inputs(0x2545_f491_4f6c_dd1d, scaled_for_reach(2_000, 3)) {
         let replayed = replay_or_say(
             || replay_gate_bytes(&data),
             || format!("gate sweep input failed: {data:02x?}"),
@@ -252,12 +256,14 @@ fn gate_weighted_sweep() {
 }
 
 /// The gate's weighted sweep with resizes, splits, merges and forgets among the
-/// queues, deadlines and signals.
+/// queues, deadlines and signals. Twice as long as the plain weighted sweep:
+/// resizes below `max_units` are refused, so the capacity stays higher and
+/// queues (and sheds at the overload cap) are rarer.
 #[test]
 fn gate_weighted_lifecycle_sweep() {
     let mut rng = XorShift(0xbb67_ae85_84ca_a73b);
     let mut total = GateStats::default();
-    for _ in 0..scaled(600) {
+    for _ in 0..scaled_for_reach(600, 2) {
         let (capacity, budget) = (rng.next() as u8, rng.next() as u8);
         let len = 20 + (rng.next() % 300) as usize;
         let ops: Vec<GateOp> = (0..len)
@@ -303,6 +309,167 @@ fn gate_weighted_lifecycle_sweep() {
     }
     assert_gate_reaches_everything(&total, "gate lifecycle sweep");
     assert_gate_reaches_lifecycle(&total, "gate lifecycle sweep");
+}
+
+/// A named gate case for what the gate refuses and why it sheds: requests above
+/// `max_units` (also within the capacity, with the signal fired, on a closed
+/// gate), each shed reason of a gate without a target (`NoWait`, `Ceiling` after
+/// a wait and at once, `WaitBudget` with and without a ceiling not below the
+/// budget), resizes refused in order (0, below `max_units`, closed), and the
+/// `ExceedsCapacity` only forgets now bring.
+#[test]
+fn gate_refusals_and_shed_reasons() {
+    use GateOp::*;
+    let case = GateCase {
+        // Capacity 4 (low bits 3), max_units 2 (bits 3..=6: 1), no target.
+        capacity: 3 | 1 << 3,
+        // A 10 ms budget.
+        budget: 9,
+        // Raw units n < 224 are 1 + n % capacity; 230 is capacity + 1.
+        ops: vec![
+            TryAcquire { units: 1, site: 0 }, // 2 units: admitted
+            TryAcquire { units: 2, site: 1 }, // 3 > max_units, within the capacity
+            Acquire {
+                units: 230,
+                site: 2,
+                ceiling: None,
+            }, // 5 units: above both
+            Poll(0),
+            Acquire {
+                units: 2,
+                site: 0,
+                ceiling: None,
+            }, // 3 units, its signal fired: the refusal wins
+            Fire(0),
+            Poll(0),
+            TryAcquire { units: 1, site: 1 }, // 2 more units: all 4 held
+            TryAcquire { units: 0, site: 2 }, // 1 unit: NoWait
+            Acquire {
+                units: 0,
+                site: 0,
+                ceiling: Some(5),
+            }, // a 5 ms ceiling: Ceiling after 5 ms
+            Poll(0),
+            Advance(5),
+            Poll(0),
+            Acquire {
+                units: 0,
+                site: 1,
+                ceiling: Some(0),
+            }, // a zero ceiling: Ceiling at once
+            Poll(0),
+            Acquire {
+                units: 0,
+                site: 2,
+                ceiling: Some(10),
+            }, // a ceiling equal to the budget: WaitBudget
+            Poll(0),
+            Advance(10),
+            Poll(0),
+            Acquire {
+                units: 0,
+                site: 0,
+                ceiling: None,
+            }, // no ceiling: WaitBudget
+            Poll(0),
+            Advance(10),
+            Poll(0),
+            Resize(0), // ZeroCapacity
+            Resize(1), // CapacityBelowMaxUnits
+            Acquire {
+                units: 1,
+                site: 1,
+                ceiling: None,
+            }, // 2 units: parks
+            Poll(0),
+            Forget(0), // capacity 4 -> 2: the parked request still fits
+            Forget(0), // capacity 2 -> 0: it fails ExceedsCapacity
+            Poll(0),
+            TryAcquire { units: 0, site: 2 }, // 1 unit, within max_units: ExceedsCapacity
+            Resize(3),                        // 0 -> 3
+            Close,
+            Resize(4),                        // Closed
+            Resize(0),                        // still ZeroCapacity
+            Resize(1),                        // still CapacityBelowMaxUnits
+            TryAcquire { units: 2, site: 0 }, // 3 units: ExceedsMaxUnits, not Closed
+            TryAcquire { units: 0, site: 1 }, // Closed
+        ],
+    };
+    assert_eq!((case.initial_capacity(), case.max_units()), (4, 2));
+    let t = replay_gate(&case);
+    // As bytes, the same case: a seed for `fuzz/corpus/gate_ops/`, whose other
+    // inputs never resize a closed gate.
+    let bytes = case.encode();
+    assert_eq!(GateCase::decode(&bytes).as_ref(), Some(&case));
+    assert_eq!(replay_gate_bytes(&bytes), Some(t));
+    check_gate_seed("seed-refusals-and-shed-reasons", &bytes);
+    assert_eq!((t.try_admits, t.multi_unit_admits), (2, 2), "{t:?}");
+    assert_eq!(
+        (
+            t.exceeds_max_units,
+            t.exceeds_max_units_within_capacity,
+            t.exceeds_max_units_fired
+        ),
+        (4, 3, 1),
+        "{t:?}"
+    );
+    assert_eq!(t.try_sheds, 1, "{t:?}");
+    assert_eq!(
+        (
+            t.sheds,
+            t.ceiling_sheds,
+            t.sheds_at_once,
+            t.budget_sheds,
+            t.budget_sheds_with_ceiling
+        ),
+        (4, 2, 1, 2, 1),
+        "{t:?}"
+    );
+    assert_eq!(
+        (
+            t.resize_refusals,
+            t.resize_below_max_units,
+            t.resize_closed,
+            t.resize_invalid_while_closed
+        ),
+        (2, 2, 1, 2),
+        "{t:?}"
+    );
+    assert_eq!((t.grows, t.shrinks), (1, 0), "{t:?}");
+    assert_eq!(
+        (
+            t.forgets,
+            t.forgets_below_max_units,
+            t.exceeds_after_forget,
+            t.oversize,
+            t.oversize_at_once
+        ),
+        (2, 1, 1, 2, 1),
+        "{t:?}"
+    );
+    assert_eq!((t.closed, t.cancels), (1, 0), "{t:?}");
+}
+
+/// A hand-written gate seed: written with `ADMIT_WRITE_SEEDS=1`; once in
+/// `fuzz/corpus/gate_ops/`, it must stay the encoding of its case.
+fn check_gate_seed(name: &str, bytes: &[u8]) {
+    if cfg!(miri) {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus/gate_ops")
+        .join(name);
+    if std::env::var_os("ADMIT_WRITE_SEEDS").is_some() {
+        std::fs::write(&path, bytes).expect("writing a seed");
+    }
+    if let Ok(file) = std::fs::read(&path) {
+        assert_eq!(
+            file,
+            bytes,
+            "{} is not the encoding of its case",
+            path.display()
+        );
+    }
 }
 
 /// Go's `x/sync/semaphore` bug: a cancelled waiter at the head must not strand the
@@ -711,6 +878,16 @@ fn scaled(n: usize) -> usize {
     }
 }
 
+/// `scaled(n)`, but `factor` times `n` outside miri: a sweep lengthened only
+/// for the reach assertions, which miri skips.
+fn scaled_for_reach(n: usize, factor: usize) -> usize {
+    if cfg!(miri) {
+        scaled(n)
+    } else {
+        n * factor
+    }
+}
+
 /// The replays were not vacuous: every kind of event happened at least once.
 /// (Not checked under miri, whose sweeps are too small to reach everything.)
 fn assert_reaches_everything(t: &Stats, what: &str) {
@@ -776,30 +953,47 @@ fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.immediate_admits += s.immediate_admits;
     total.parked_admits += s.parked_admits;
     total.admits_at_deadline += s.admits_at_deadline;
+    total.multi_unit_admits += s.multi_unit_admits;
     total.sheds += s.sheds;
+    total.budget_sheds += s.budget_sheds;
+    total.budget_sheds_with_ceiling += s.budget_sheds_with_ceiling;
+    total.ceiling_sheds += s.ceiling_sheds;
     total.sheds_at_once += s.sheds_at_once;
     total.try_sheds += s.try_sheds;
     total.try_admits += s.try_admits;
     total.cancels += s.cancels;
     total.cancels_after_grant += s.cancels_after_grant;
     total.closed += s.closed;
+    total.exceeds_max_units += s.exceeds_max_units;
+    total.exceeds_max_units_within_capacity += s.exceeds_max_units_within_capacity;
+    total.exceeds_max_units_fired += s.exceeds_max_units_fired;
     total.oversize += s.oversize;
+    total.oversize_at_once += s.oversize_at_once;
     total.deadline_wakes += s.deadline_wakes;
     total.dropped_parked_or_granted += s.dropped_parked_or_granted;
     total.grows += s.grows;
     total.shrinks += s.shrinks;
     total.resize_refusals += s.resize_refusals;
+    total.resize_below_max_units += s.resize_below_max_units;
+    total.resize_closed += s.resize_closed;
+    total.resize_invalid_while_closed += s.resize_invalid_while_closed;
     total.retired_units += s.retired_units;
-    total.exceeds_after_shrink += s.exceeds_after_shrink;
+    total.exceeds_after_forget += s.exceeds_after_forget;
     total.splits += s.splits;
     total.merges += s.merges;
     total.merges_across_sources += s.merges_across_sources;
     total.forgets += s.forgets;
+    total.forgets_below_max_units += s.forgets_below_max_units;
     total.hopeless += s.hopeless;
     total.overload_sheds += s.overload_sheds;
     total.overload_changes += s.overload_changes;
 }
 
+/// The gate replays were not vacuous: every outcome of an acquire was reached,
+/// every shed reason the model's gate can give (all but `QueueFull`: no
+/// `max_waiters`) both in the error and in `on_shed`, multi-unit admissions, and
+/// refusals above `max_units` (also of requests the capacity would fit, and of
+/// ones whose signal had fired).
 fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
     if cfg!(miri) {
         return;
@@ -807,13 +1001,28 @@ fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
     let reached = [
         ("immediate admits", t.immediate_admits),
         ("parked admits", t.parked_admits),
+        ("multi-unit admits", t.multi_unit_admits),
         ("sheds", t.sheds),
+        ("wait budget sheds", t.budget_sheds),
+        (
+            "wait budget sheds with a ceiling not below the budget",
+            t.budget_sheds_with_ceiling,
+        ),
+        ("ceiling sheds", t.ceiling_sheds),
         ("sheds at once", t.sheds_at_once),
-        ("try sheds", t.try_sheds),
+        ("try sheds (no wait)", t.try_sheds),
         ("try admits", t.try_admits),
         ("cancels", t.cancels),
         ("closed", t.closed),
-        ("oversize", t.oversize),
+        ("refusals above max_units", t.exceeds_max_units),
+        (
+            "refusals above max_units within the capacity",
+            t.exceeds_max_units_within_capacity,
+        ),
+        (
+            "refusals above max_units with the signal fired",
+            t.exceeds_max_units_fired,
+        ),
         ("deadline wakes", t.deadline_wakes),
         ("parked or granted drops", t.dropped_parked_or_granted),
         ("sheds at arrival by the estimate", t.hopeless),
@@ -823,12 +1032,15 @@ fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
     for (name, n) in reached {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");
     }
+    assert_eq!(t.sheds, t.budget_sheds + t.ceiling_sheds, "{what}: {t:?}");
     eprintln!("{what}: {t:?}");
 }
 
-/// The gate's lifecycle operations were reached: resizes both ways (and a
-/// refused one), units retired, parked acquires failed by a shrink, splits,
-/// merges (across sources too) and forgets.
+/// The gate's lifecycle operations were reached: resizes both ways, refused ones
+/// (to 0, below `max_units`, of a closed gate, and invalid ones of a closed gate,
+/// refused for the capacity), units retired, splits, merges (across sources too),
+/// forgets (also below `max_units`), and what only a forget now brings:
+/// `ExceedsCapacity`, at once and of a parked acquire.
 fn assert_gate_reaches_lifecycle(t: &GateStats, what: &str) {
     if cfg!(miri) {
         return;
@@ -836,13 +1048,22 @@ fn assert_gate_reaches_lifecycle(t: &GateStats, what: &str) {
     let reached = [
         ("grows", t.grows),
         ("shrinks", t.shrinks),
-        ("refused resizes", t.resize_refusals),
+        ("refused resizes to 0", t.resize_refusals),
+        ("refused resizes below max_units", t.resize_below_max_units),
+        ("refused resizes of a closed gate", t.resize_closed),
+        (
+            "invalid resizes of a closed gate",
+            t.resize_invalid_while_closed,
+        ),
         ("retired units", t.retired_units),
-        ("exceeds after a shrink", t.exceeds_after_shrink),
+        ("oversize", t.oversize),
+        ("oversize at once", t.oversize_at_once),
+        ("exceeds after a forget", t.exceeds_after_forget),
         ("splits", t.splits),
         ("merges", t.merges),
         ("merges across sources", t.merges_across_sources),
         ("forgets", t.forgets),
+        ("forgets below max_units", t.forgets_below_max_units),
     ];
     for (name, n) in reached {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");

@@ -17,9 +17,12 @@ use crate::{
 /// `F` is the caller's cancellation signal set with [`until`](Self::until) (none by
 /// default).
 ///
-/// Each poll looks, in this order, at: the `until` signal (fired: `Cancelled`); the
-/// semaphore (granted: the permit; closed: `Closed`); the deadline (passed:
-/// `Busy`). The deadline is checked before the semaphore within a poll, so when the
+/// The first poll refuses, before anything else, a request above `max_units`
+/// (`ExceedsMaxUnits`) or the capacity (`ExceedsCapacity`). Each poll then looks,
+/// in this order, at: the `until` signal (fired: `Cancelled`); the semaphore
+/// (granted: the permit; closed: `Closed`); the deadline (passed: `Busy`). At
+/// the first poll that parks, a zero ceiling sheds at once, then (with an
+/// overload target) a hopeless request. The deadline is checked before the semaphore within a poll, so when the
 /// grant and the deadline are both ready the grant wins. With an overload target
 /// the deadline is looked at again at the overload cap, and past it (while the
 /// gate is not overloaded) once per recheck (the target, or a sixteenth of the
@@ -89,7 +92,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     /// Ends the wait with [`GateError::Cancelled`] when `signal` completes first
     /// (e.g. the client disconnected). Not a shed: nothing is counted. The signal's
     /// output is ignored; a signal already complete at the first poll wins over a
-    /// free unit.
+    /// free unit (not over a refusal at once: `ExceedsMaxUnits`, `ExceedsCapacity`).
     pub fn until<G: Future>(self, signal: G) -> GateAcquire<'a, S, T, O, G> {
         GateAcquire {
             gate: self.gate,
@@ -220,13 +223,13 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
         };
         self.slot = Some(slot);
         let limits = inner.wait_limits(self.ceiling);
+        if let Some(reason) = limits.expired(Duration::ZERO) {
+            // A zero ceiling, the caller's own limit: shed now, named for it. It
+            // never waited, so the overload rule sees no wait.
+            return Poll::Ready(Err(self.shed_at_arrival(reason)));
+        }
         if inner.is_hopeless(&limits) {
             return Poll::Ready(Err(self.shed_at_arrival(ShedReason::Hopeless)));
-        }
-        if let Some(reason) = limits.expired(Duration::ZERO) {
-            // A zero ceiling: shed now. It never waited, so the overload rule sees
-            // no wait.
-            return Poll::Ready(Err(self.shed_at_arrival(reason)));
         }
         let now = inner.timer.now();
         self.state = State::Parked { start: now };

@@ -236,7 +236,7 @@ impl fmt::Display for ConfigError {
                 f,
                 "Retry-After bounds must satisfy 0 < min <= max (got min {min:?}, max {max:?})"
             ),
-            Self::Closed => f.write_str("the gate is closed: its capacity no longer changes"),
+            Self::Closed => f.write_str("the gate is closed: a resize would configure nothing"),
         }
     }
 }

@@ -259,12 +259,10 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                     None => Some(ShedReason::QueueFull),
                     Some(taken) => {
                         slot = Some(taken);
-                        if inner.is_hopeless(&limits) {
-                            Some(ShedReason::Hopeless)
-                        } else {
-                            // A deadline already past: shed without a wait.
-                            limits.expired(Duration::ZERO)
-                        }
+                        // A deadline already past, the caller's own limit, first.
+                        limits
+                            .expired(Duration::ZERO)
+                            .or_else(|| inner.is_hopeless(&limits).then_some(ShedReason::Hopeless))
                     }
                 };
                 if let Some(reason) = reason {
