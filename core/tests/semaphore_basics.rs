@@ -62,6 +62,30 @@ fn try_acquire_owned_zero_panics() {
 }
 
 #[test]
+fn a_zero_capacity_refuses_every_request_until_it_is_raised() {
+    // Allowed (forgotten permits reach 0 anyway); a request waits for no unit that
+    // does not exist, so it fails at once rather than park.
+    let sem = Semaphore::new(0);
+    let refused = ExceedsCapacity {
+        requested: 1,
+        capacity: 0,
+    };
+    assert_eq!(
+        sem.try_acquire(1).unwrap_err(),
+        TryAcquireError::ExceedsCapacity(refused)
+    );
+    let mut parked = Task::new(sem.acquire(1));
+    assert_eq!(
+        parked.ready().unwrap_err(),
+        AcquireError::ExceedsCapacity(refused)
+    );
+    sem.add_units(1);
+    assert!(sem.try_acquire(1).is_ok());
+    assert_eq!(sem.set_capacity(0), 1);
+    assert!(sem.try_acquire(1).is_err());
+}
+
+#[test]
 fn oversize_request_fails_at_once_and_blocks_nobody() {
     let sem = Semaphore::new(2);
     let oversize = ExceedsCapacity {
