@@ -135,11 +135,7 @@ fn main() {
         let n = columns.len();
         // samples[column][metric] = cells
         let mut samples = vec![vec![Vec::new(); scenario.metrics().len()]; n];
-        let reps = if scenario.is_time() {
-            env.config.reps
-        } else {
-            1
-        };
+        let reps = scenario.reps(&env.config);
         let warmup = usize::from(scenario.is_time());
         for rep in 0..reps + warmup {
             for k in 0..n {

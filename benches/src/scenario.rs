@@ -42,6 +42,8 @@ pub struct Config {
     pub park_batches: u32,
     /// Length of one sample of the storms (S9, S10).
     pub storm_duration: Duration,
+    /// Operations per thread of one sample of the storm with a held unit (S11).
+    pub held_storm_ops: u64,
 }
 
 impl Config {
@@ -58,6 +60,7 @@ impl Config {
             starve_cap: Duration::from_millis(20),
             park_batches: 2_000,
             storm_duration: Duration::from_millis(500),
+            held_storm_ops: 100_000,
         }
     }
 
@@ -74,6 +77,7 @@ impl Config {
             starve_cap: Duration::from_millis(5),
             park_batches: 5,
             storm_duration: Duration::from_millis(20),
+            held_storm_ops: 500,
         }
     }
 }
@@ -112,11 +116,14 @@ pub enum Scenario {
     S9,
     /// The park/cancel storm with 16 threads, many more than cores.
     S10,
+    /// The storm with a held unit: 16 threads, each granted unit held a moment,
+    /// a fixed number of operations per thread.
+    S11,
 }
 
 impl Scenario {
     /// All of them.
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Self::S1,
         Self::S2,
         Self::S3,
@@ -127,6 +134,7 @@ impl Scenario {
         Self::S8,
         Self::S9,
         Self::S10,
+        Self::S11,
     ];
 
     /// `"S1"` etc.
@@ -143,6 +151,7 @@ impl Scenario {
             Self::S8 => "S8",
             Self::S9 => "S9",
             Self::S10 => "S10",
+            Self::S11 => "S11",
         }
     }
 
@@ -191,6 +200,17 @@ impl Scenario {
                 ),
                 ("S10 storm, 16 threads: peak heap growth", "KiB"),
             ],
+            Self::S11 => &[
+                (
+                    "S11 held storm, 16 threads, cap 2, units held: wall per op",
+                    "ns/op",
+                ),
+                ("S11 held storm: p99.9 op latency", "ns"),
+                ("S11 held storm: ops that parked", "%"),
+                ("S11 held storm: ops that got their unit", "%"),
+                ("S11 held storm: wall per op that got its unit", "ns/op"),
+                ("S11 held storm: last thread's time over the median's", "×"),
+            ],
         }
     }
 
@@ -207,7 +227,7 @@ impl Scenario {
         match self {
             Self::S8 => 1,
             Self::S1 | Self::S2 | Self::S3 | Self::S7 => config.micro_reps,
-            Self::S4 | Self::S5 | Self::S6 | Self::S9 | Self::S10 => config.reps,
+            Self::S4 | Self::S5 | Self::S6 | Self::S9 | Self::S10 | Self::S11 => config.reps,
         }
     }
 }
@@ -300,6 +320,19 @@ impl<P: Peer> Column for Of<P> {
                     s.got_unit,
                     s.per_unit,
                     s.heap_growth,
+                ]
+                .map(Cell::Value)
+                .to_vec()
+            }
+            Scenario::S11 if P::PARKS => {
+                let s = held_storm::<P>(STORM_OVERSUBSCRIBED, c.held_storm_ops);
+                [
+                    s.per_op,
+                    s.p999,
+                    s.parked,
+                    s.got_unit,
+                    s.per_unit,
+                    s.last_over_median,
                 ]
                 .map(Cell::Value)
                 .to_vec()
@@ -624,6 +657,106 @@ fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> Storm {
         per_unit: per_op(elapsed, got_unit.max(1)),
         heap_growth: (heap_peak - heap_at_start) as f64 / 1024.0,
     }
+}
+
+/// Spin iterations a granted unit is held for in S11 before its permit drops.
+const HELD_STORM_HOLD: u32 = 30;
+
+/// S11: the storm with a held unit. `threads` OS threads share one semaphore of
+/// capacity 2, and each does `ops` operations (the sample ends when the last
+/// thread is done). An operation builds `acquire(1)` and polls it once; a grant
+/// holds the unit for [`HELD_STORM_HOLD`] spin iterations, then drops it. A
+/// parked one spins 0–63 iterations (a per-thread xorshift), polls once more,
+/// and holds the unit likewise if it got it, or drops the future (a cancel).
+/// Every grant is followed by a release that serves a queue whose head, with
+/// more threads than cores, is often descheduled.
+///
+/// Returns the wall time per operation over all threads, the p99.9 latency of
+/// one operation in 16, the shares that parked and that got their unit, and the
+/// last thread's time over the median thread's (how evenly the work was shared).
+#[inline(never)]
+fn held_storm<P: Peer>(threads: usize, ops: u64) -> HeldStorm {
+    let sem = Arc::new(P::new(2));
+    let start_line = Arc::new(std::sync::Barrier::new(threads + 1));
+    let workers: Vec<_> = (0..threads as u64)
+        .map(|seed| {
+            let (sem, start_line) = (Arc::clone(&sem), Arc::clone(&start_line));
+            std::thread::spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut histogram = Histogram::default();
+                let (mut parked, mut got_unit) = (0u64, 0u64);
+                let mut rng =
+                    0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                start_line.wait();
+                for op in 0..ops {
+                    let began = op.is_multiple_of(16).then(Instant::now);
+                    let mut acquire = pin!(sem.acquire(1));
+                    if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                        got_unit += 1;
+                        work(HELD_STORM_HOLD);
+                        drop(permit);
+                    } else {
+                        parked += 1;
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        work((rng & 63) as u32);
+                        if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
+                            got_unit += 1;
+                            work(HELD_STORM_HOLD);
+                            drop(permit);
+                        }
+                    }
+                    if let Some(began) = began {
+                        histogram.record(began.elapsed());
+                    }
+                }
+                (parked, got_unit, histogram, Instant::now())
+            })
+        })
+        .collect();
+    start_line.wait();
+    let start = Instant::now();
+    let (mut parked, mut got_unit) = (0, 0);
+    let mut histogram = Histogram::default();
+    let mut finished = Vec::with_capacity(threads);
+    for worker in workers {
+        let (p, g, h, done) = worker.join().expect("storm thread panicked");
+        parked += p;
+        got_unit += g;
+        histogram.merge(&h);
+        finished.push(done.saturating_duration_since(start));
+    }
+    finished.sort_unstable();
+    let last = finished[finished.len() - 1];
+    let median = finished[finished.len() / 2];
+    let total = ops * threads as u64;
+    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+    HeldStorm {
+        per_op: per_op(last, total),
+        p999: histogram.quantile(0.999),
+        parked: share(parked),
+        got_unit: share(got_unit),
+        per_unit: per_op(last, got_unit.max(1)),
+        last_over_median: last.as_secs_f64() / median.as_secs_f64().max(1e-9),
+    }
+}
+
+/// One sample of the storm with a held unit.
+struct HeldStorm {
+    /// Wall time per operation over all threads, until the last one finished, ns.
+    per_op: f64,
+    /// p99.9 latency of one operation, ns.
+    p999: f64,
+    /// Operations whose first poll parked, %.
+    parked: f64,
+    /// Operations that ended holding their unit, %.
+    got_unit: f64,
+    /// Wall time per operation that got its unit, ns: the inverse of the
+    /// throughput of units handed out.
+    per_unit: f64,
+    /// The last thread's time over the median thread's.
+    last_over_median: f64,
 }
 
 /// One storm sample.
