@@ -208,10 +208,12 @@ unsafe fn units_of(cell: &Cell) -> usize {
 impl Queue for CellQueue {
     type Slot = Slot;
 
+    #[inline]
     fn role(&self) -> &Role {
         &self.role
     }
 
+    #[inline]
     fn parked(&self) -> usize {
         self.waiters.load(Ordering::Relaxed)
     }
@@ -219,6 +221,7 @@ impl Queue for CellQueue {
     /// Parks a request the fast path refused: publishes it in a cell, joins, and
     /// asks for service if the join shows it could be resolved now. Returns its
     /// phase (`WAITING` unless it was resolved meanwhile).
+    #[inline]
     fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
         let id = WakerId::of(&waker);
         let mut waker = Some(waker);
@@ -258,6 +261,7 @@ impl Queue for CellQueue {
     /// A re-poll of a parked request: its phase, with `waker` registered if it
     /// is still waiting. If the cell holds an equivalent waker already (the same
     /// task polling again), one load: no clone, nothing written.
+    #[inline]
     fn repoll(slot: &Slot, waker: &Waker) -> usize {
         let cell = slot.cell();
         let id = WakerId::of(waker);
@@ -274,6 +278,7 @@ impl Queue for CellQueue {
     }
 
     /// The owner has read its request's final phase: the ticket goes back.
+    #[inline]
     fn finish(&self, slot: Pin<&mut Slot>) {
         if let Some(ticket) = slot.get_mut().ticket.take() {
             self.segments.release(ticket);
@@ -282,6 +287,7 @@ impl Queue for CellQueue {
 
     /// Gives up a parked request (its future is being dropped). Returns the
     /// units of a grant it had not taken, for the caller to release.
+    #[inline]
     fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
         let ticket = slot.get_mut().ticket.take().expect("parked");
         let cell = ticket.cell();

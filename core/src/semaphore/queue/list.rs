@@ -308,14 +308,17 @@ impl ListQueue {
 impl Queue for ListQueue {
     type Slot = Slot;
 
+    #[inline]
     fn role(&self) -> &Role {
         &self.role
     }
 
+    #[inline]
     fn parked(&self) -> usize {
         self.parked.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
         // SAFETY: the slot is not moved: the node is linked where it is pinned.
         let slot = unsafe { slot.get_unchecked_mut() };
@@ -338,10 +341,12 @@ impl Queue for ListQueue {
         node.status.phase()
     }
 
+    #[inline]
     fn repoll(slot: &Slot, waker: &Waker) -> usize {
         slot.node().status.register(waker)
     }
 
+    #[inline]
     fn finish(&self, slot: Pin<&mut Slot>) {
         // SAFETY: nothing is moved.
         let slot = unsafe { slot.get_unchecked_mut() };
@@ -352,6 +357,7 @@ impl Queue for ListQueue {
         }
     }
 
+    #[inline]
     fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
         // SAFETY: nothing is moved.
         let slot = unsafe { slot.get_unchecked_mut() };
