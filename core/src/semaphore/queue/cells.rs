@@ -325,15 +325,18 @@ impl Queue for CellQueue {
         }
     }
 
+    #[inline]
     unsafe fn absorb(&self, _state: &State) {
         // Nothing to take in: the cells are in ticket order already.
     }
 
+    #[inline]
     unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
         // SAFETY: the caller holds the role.
         unsafe { self.resolve_every(status::EXCEEDS, wakers, |units| units > capacity) }
     }
 
+    #[inline]
     unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
         // Move the cursor past everything that can be answered now.
         loop {
@@ -374,6 +377,7 @@ impl Queue for CellQueue {
         }
     }
 
+    #[inline]
     unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
         loop {
             // SAFETY: the caller holds the role.

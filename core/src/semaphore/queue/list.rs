@@ -393,16 +393,19 @@ impl Queue for ListQueue {
         }
     }
 
+    #[inline]
     unsafe fn absorb(&self, _state: &State) {
         // Nothing to take in: a park links its node itself.
     }
 
+    #[inline]
     unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
         self.walk(wakers, |units| {
             (units > capacity).then_some(status::EXCEEDS)
         })
     }
 
+    #[inline]
     unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
         let done = self.walk(wakers, |units| match units {
             0 if drained => Some(status::GRANTED),
@@ -421,6 +424,7 @@ impl Queue for ListQueue {
         }
     }
 
+    #[inline]
     unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
         loop {
             if wakers.is_full() {
