@@ -155,6 +155,7 @@ impl Semaphore {
     /// [`set_capacity`](Self::set_capacity), [`add_units`](Self::add_units) and
     /// forgotten permits.
     #[must_use]
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.state.capacity()
     }

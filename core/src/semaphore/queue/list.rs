@@ -34,6 +34,7 @@
 //!    section after, and its read of the units sees what the server saw.
 
 use core::marker::PhantomPinned;
+use core::mem::ManuallyDrop;
 use core::pin::Pin;
 use core::ptr::NonNull;
 use core::task::Waker;
@@ -73,7 +74,9 @@ unsafe impl Send for List {}
 
 /// A parked request: inside its future, pinned.
 struct Node {
-    status: WaitStatus,
+    /// Its waker is taken by the slot's drop (`ManuallyDrop`: no field drop
+    /// follows it).
+    status: ManuallyDrop<WaitStatus>,
     /// Never changes.
     units: usize,
     /// # Safety
@@ -129,7 +132,7 @@ impl Node {
         // SAFETY: not listed yet: the waker cell is the owner's.
         unsafe { status.set_waker(Some(waker)) };
         Node {
-            status,
+            status: ManuallyDrop::new(status),
             units,
             links: UnsafeCell::new(Links {
                 prev: None,
@@ -143,13 +146,23 @@ impl Node {
 impl Drop for Slot {
     #[inline]
     fn drop(&mut self) {
-        if let Some(node) = &self.node {
-            // SAFETY: the node is not listed and no server touches it (the
-            // owner finished or cancelled it), so the cell is ours. Taken here
-            // rather than by the field's drop so that loom sees the access, and
-            // reports a server still inside the node.
-            drop(unsafe { node.status.take_waker() });
+        if self.node.is_some() {
+            self.drop_waker();
         }
+    }
+}
+
+impl Slot {
+    /// The node's waker, dropped when the future is: the only part of the node
+    /// that owns anything; out of line, so the drop of a future granted at once
+    /// stays a test of `node`.
+    #[inline(never)]
+    fn drop_waker(&mut self) {
+        // SAFETY: the node is not listed and no server touches it (the owner
+        // finished or cancelled it), so the cell is ours. Taken here rather
+        // than by a field's drop so that loom sees the access, and reports a
+        // server still inside the node.
+        drop(unsafe { self.node().status.take_waker() });
     }
 }
 
