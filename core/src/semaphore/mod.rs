@@ -155,7 +155,6 @@ impl Semaphore {
     /// [`set_capacity`](Self::set_capacity), [`add_units`](Self::add_units) and
     /// forgotten permits.
     #[must_use]
-    #[inline]
     pub fn capacity(&self) -> usize {
         self.state.capacity()
     }
