@@ -203,29 +203,6 @@ impl GateOp {
         (GateKind::Forget, 6),
     ];
 
-    fn kind_of(selector: u8) -> GateKind {
-        let mut start = 0;
-        for (kind, weight) in GateOp::SELECTOR {
-            start += weight;
-            if u16::from(selector) < start {
-                return kind;
-            }
-        }
-        unreachable!("the selector weights cover every byte")
-    }
-
-    /// The first selector byte of `kind`.
-    fn selector_of(kind: GateKind) -> u8 {
-        let mut start = 0;
-        for (k, weight) in GateOp::SELECTOR {
-            if k == kind {
-                return u8::try_from(start).expect("a byte");
-            }
-            start += weight;
-        }
-        unreachable!("every kind has a selector")
-    }
-
     fn kind(&self) -> GateKind {
         match self {
             GateOp::Acquire { .. } => GateKind::Acquire,
@@ -245,7 +222,7 @@ impl GateOp {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        out.push(GateOp::selector_of(self.kind()));
+        out.push(crate::selector_of(&GateOp::SELECTOR, self.kind()));
         match *self {
             GateOp::Acquire {
                 units,
@@ -276,7 +253,7 @@ impl GateOp {
 
 impl<'a> Arbitrary<'a> for GateOp {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
-        Ok(match GateOp::kind_of(u.arbitrary()?) {
+        Ok(match crate::kind_of(&GateOp::SELECTOR, u.arbitrary()?) {
             GateKind::Acquire => GateOp::Acquire {
                 units: u.arbitrary()?,
                 site: u.arbitrary()?,

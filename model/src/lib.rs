@@ -27,6 +27,31 @@ pub mod manual_timer;
 #[path = "../../core/tests/support/signal.rs"]
 pub mod signal;
 
+/// The kind a selector byte picks from `table`: each kind owns as many of the 256
+/// byte values as its weight, in the table's order (the weights sum to 256).
+fn kind_of<K: Copy>(table: &[(K, u16)], selector: u8) -> K {
+    let mut start = 0;
+    for &(kind, weight) in table {
+        start += weight;
+        if u16::from(selector) < start {
+            return kind;
+        }
+    }
+    unreachable!("the selector weights cover every byte")
+}
+
+/// The first selector byte of `kind` in `table`: what [`kind_of`] reads back as it.
+fn selector_of<K: Copy + PartialEq>(table: &[(K, u16)], kind: K) -> u8 {
+    let mut start = 0;
+    for &(k, weight) in table {
+        if k == kind {
+            return u8::try_from(start).expect("a byte");
+        }
+        start += weight;
+    }
+    unreachable!("every kind has a selector")
+}
+
 /// The index a raw byte picks among `len` things, or `None` if there are none.
 fn pick(raw: u8, len: usize) -> Option<usize> {
     (len > 0).then(|| usize::from(raw) % len)

@@ -296,29 +296,6 @@ impl Op {
         (Kind::Drain, 4),
     ];
 
-    fn kind_of(selector: u8) -> Kind {
-        let mut start = 0;
-        for (kind, weight) in Op::SELECTOR {
-            start += weight;
-            if u16::from(selector) < start {
-                return kind;
-            }
-        }
-        unreachable!("the selector weights cover every byte")
-    }
-
-    /// The first selector byte of `kind`.
-    fn selector_of(kind: Kind) -> u8 {
-        let mut start = 0;
-        for (k, weight) in Op::SELECTOR {
-            if k == kind {
-                return u8::try_from(start).expect("a byte");
-            }
-            start += weight;
-        }
-        unreachable!("every kind has a selector")
-    }
-
     fn kind(&self) -> Kind {
         match self {
             Op::Acquire { .. } => Kind::Acquire,
@@ -339,7 +316,7 @@ impl Op {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        out.push(Op::selector_of(self.kind()));
+        out.push(crate::selector_of(&Op::SELECTOR, self.kind()));
         match *self {
             Op::Acquire { units, owned } | Op::TryAcquire { units, owned } => {
                 out.extend([units, u8::from(owned)]);
@@ -360,7 +337,7 @@ impl Op {
 
 impl<'a> Arbitrary<'a> for Op {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
-        Ok(match Op::kind_of(u.arbitrary()?) {
+        Ok(match crate::kind_of(&Op::SELECTOR, u.arbitrary()?) {
             Kind::Acquire => Op::Acquire {
                 units: u.arbitrary()?,
                 owned: u.arbitrary()?,
