@@ -22,12 +22,12 @@ use crate::{
 /// in this order, at: the `until` signal (fired: `Cancelled`); the semaphore
 /// (granted: the permit; closed: `Closed`); the deadline (passed: `Busy`). At
 /// the first poll that parks, a zero ceiling sheds at once, then (with an
-/// overload target) a hopeless request. The deadline is checked before the semaphore within a poll, so when the
-/// grant and the deadline are both ready the grant wins. With an overload target
-/// the deadline is looked at again at the overload cap, and past it (while the
-/// gate is not overloaded) once per recheck (the target, or a sixteenth of the
-/// wait's limit if longer), so that a wait parked before the
-/// gate became overloaded is capped too.
+/// overload target) a hopeless request. The deadline is checked before the
+/// semaphore within a poll, so when the grant and the deadline are both ready the
+/// grant wins. With an overload target the deadline is looked at again at the
+/// overload cap, and past it (while the gate is not overloaded) once per recheck
+/// (the target, or a sixteenth of the wait's limit if longer), so that a wait
+/// parked before the gate became overloaded is capped too.
 ///
 /// # Cancel safety
 ///

@@ -183,7 +183,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     ///
     /// ```
     /// use std::time::{Duration, Instant};
-    /// use admit::{Gate, GateError, ShedReason, ThreadTimer};
+    /// use admit::{Gate, ShedReason, ThreadTimer};
     ///
     /// admit::sources! { enum Job { Export => "export" } }
     ///
