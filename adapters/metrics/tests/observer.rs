@@ -91,11 +91,18 @@ fn start_sets_capacity_and_registers_every_source_and_reason_at_zero() {
     assert_eq!(gauge(&m, "upload_sessions_units_in_use"), 0.0);
     assert_eq!(gauge(&m, "upload_sessions_overloaded"), 0.0);
     for source in SOURCES {
-        for reason in ["wait_budget", "queue_full", "overload", "hopeless"] {
+        for reason in [
+            "wait_budget",
+            "ceiling",
+            "no_wait",
+            "queue_full",
+            "overload",
+            "hopeless",
+        ] {
             assert_eq!(counter(&m, "upload_sessions_shed_total", source, reason), 0);
         }
     }
-    // Exactly the declared sources × the four reasons, nothing else.
+    // Exactly the declared sources × the six reasons, nothing else.
     let shed_series = m
         .keys()
         .filter(|(name, _, _)| name == "upload_sessions_shed_total")
