@@ -285,7 +285,7 @@ impl State {
     }
 
     /// A parker's join, after its request is published (its cell, or its node on
-    /// the arrivals stack): sets `QUEUED` and `ARRIVED` in one `fetch_or`, the
+    /// the list): sets `QUEUED` and `ARRIVED` in one `fetch_or`, the
     /// parker's place in the no-barging order, and returns the previous value.
     ///
     /// `Release` so the server's `Acquire` read of this value (in
