@@ -27,7 +27,8 @@ trap 'rm -f "$log"' EXIT
 
 export CARGO_TARGET_DIR="$target/rest"
 set -x
-cargo +nightly miri test -p admit --tests "$@"
+# The integration tests only (`--tests` would run the unit tests again).
+cargo +nightly miri test -p admit --test '*' "$@"
 # Without `alloc`: nodes inside the futures, on the critical-section list.
 cargo +nightly miri test -p admit --no-default-features --features critical-section --lib --tests "$@"
 # The threaded hammer again under eight more schedules.
