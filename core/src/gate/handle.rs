@@ -189,15 +189,22 @@ impl<T: Timer, O: Observer> Inner<T, O> {
     /// Refuses, at once, a request the gate can never promise to serve: above
     /// `max_units`, or above the capacity now.
     pub(crate) fn check_units(&self, units: usize) -> Result<(), GateError> {
+        self.check_max_units(units)?;
+        self.semaphore
+            .check_fits(units)
+            .map_err(GateError::ExceedsCapacity)
+    }
+
+    /// Refuses a request above `max_units` (the capacity is the semaphore's to
+    /// check, where it is checked anyway).
+    pub(crate) fn check_max_units(&self, units: usize) -> Result<(), GateError> {
         if units > self.max_units {
             return Err(GateError::ExceedsMaxUnits {
                 requested: units,
                 max_units: self.max_units,
             });
         }
-        self.semaphore
-            .check_fits(units)
-            .map_err(GateError::ExceedsCapacity)
+        Ok(())
     }
 
     /// The limits on a wait of at most the wait budget, or `ceiling` if that is
@@ -386,8 +393,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     ///
     /// If `units == 0`.
     pub fn try_acquire(&self, units: usize, source: S) -> Result<GatePermit<S>, GateError> {
-        crate::semaphore::assert_nonzero(units);
-        self.inner.check_units(units)?;
+        self.inner.check_max_units(units)?;
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
             Ok(permit) => Ok(self.admit(permit, source, None)),
             Err(TryAcquireError::NoUnits) => {
