@@ -100,12 +100,11 @@ pub enum Safeguard {
     /// under the cursor.
     #[cfg(feature = "alloc")]
     SpliceRespectsPass,
-    /// A server that stops at a head that does not fit re-reads the head's
-    /// phase with a read-modify-write, so a cancel of that head either is seen
-    /// or sees the units the server saw free. Off: a plain load, and the two
-    /// can miss each other.
-    #[cfg(feature = "alloc")]
-    StopRereadsHead,
+    /// A cancel that won reads the state word by a read-modify-write (its count
+    /// out), so that a server that stops at the cancelled head for want of
+    /// units either sees the cancel or is seen by it. Off: a relaxed count and a
+    /// plain load, and the two can miss each other.
+    CancelReadsByRmw,
     /// Without `alloc`: an owner that has read its request's final phase enters
     /// the critical section once before it lets go of its node, so the server
     /// that resolved the node, which touches it only inside the critical

@@ -194,15 +194,15 @@ fn a_cancel_with_no_unit_free_loses_no_wake_up() {
     loom::model(cancelled_head_with_no_unit_free);
 }
 
-/// Negative control, with `alloc`: a server that stops at X with a plain load of
-/// X's phase and the cancel's load of the state word can miss each other (store
-/// buffering): Y waits for ever with its unit free. (Without `alloc` the server
-/// reads the units inside the section, which the cancel enters after.)
+/// Negative control, with `alloc`: a cancel that counts itself out with a relaxed
+/// write and reads the state word with a load can miss the server that stops at
+/// X (store buffering): Y waits for ever with its unit free. (Without `alloc` the
+/// server reads the units inside the section, which the cancel enters after.)
 #[cfg(feature = "alloc")]
 #[test]
-fn a_stop_without_a_read_modify_write_misses_the_cancel() {
+fn a_cancel_read_by_a_load_misses_the_stopped_server() {
     without(
-        Safeguard::StopRereadsHead,
+        Safeguard::CancelReadsByRmw,
         DEADLOCK,
         cancelled_head_with_no_unit_free,
     );

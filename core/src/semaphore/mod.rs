@@ -259,7 +259,7 @@ impl Semaphore {
     /// Requests parked right now. A snapshot for diagnostics.
     #[must_use]
     pub fn waiters(&self) -> usize {
-        self.queue.parked()
+        self.state.waiters()
     }
 
     /// Whether [`close`](Self::close) was called.

@@ -260,12 +260,15 @@ impl Role {
                     server.sweep = true;
                 }
                 if server.sweep {
-                    if !queue.sweep_oversize(state.capacity(), wakers) {
+                    if !queue.sweep_oversize(state, wakers) {
                         // The wake batch filled: wake it, and sweep on next pass.
                         return true;
                     }
                     server.sweep = false;
                 }
+                // `Acquire`, before the walk: a won cancel's count-out that
+                // this read comes after is seen with its cancel
+                // (`State::cancel_count_out`).
                 let now = state.load();
                 let stop = if now & CLOSED != 0 {
                     // Read apart from any resize in flight: a shrink posted

@@ -1,15 +1,24 @@
-//! The state word: the free units and four flags in one atomic, so that every fast
-//! path is one read-modify-write and sees, in the same step, whether anyone waits;
-//! and beside it, on the same cache line, the capacity in force.
+//! The state word: the free units, four flags and (on 64-bit targets) the count
+//! of parked requests in one atomic, so that every fast path is one
+//! read-modify-write and sees, in the same step, whether anyone waits; and beside
+//! it, on the same cache line, the capacity in force.
 //!
 //! ```text
-//!  bits 31..4 (and up)        bit 3        bit 2       bit 1      bit 0
-//! [ available units     ]  [ RETIRING ]  [ ARRIVED ]  [ QUEUED ]  [ CLOSED ]
+//!  bits 63..36 (64-bit)   bits 35..4 (31..4)   bit 3        bit 2       bit 1      bit 0
+//! [ parked requests ]   [ available units ]  [ RETIRING ]  [ ARRIVED ]  [ QUEUED ]  [ CLOSED ]
 //! ```
 //!
 //! - `available`: free units, shifted by [`SHIFT`]. Capacity is capped at
-//!   [`MAX_UNITS`] = 2²⁸ − 1 so the word fits in 32 bits: no 64-bit atomic is needed
-//!   on any target.
+//!   [`MAX_UNITS`] = 2²⁸ − 1 so that the units fit in 32 bits: no 64-bit atomic is
+//!   needed on any target. On 64-bit targets the field has four bits more, so that
+//!   units a grow adds while a shrink's are still to retire never reach the count.
+//! - parked requests: counted in by the parker's [`State::join`], out by whoever
+//!   resolves the request (the server's [`State::count_out`], or the owner's
+//!   [`State::cancel_count_out`] if its cancel won), so that [`State::waiters`] is exact once both have run, and park
+//!   and cancel pay no read-modify-write of their own for it. A server may count a
+//!   request out before its parker counts it in: the field is modular, and read
+//!   below zero as zero. On 32-bit targets the count is an atomic of its own beside
+//!   the word.
 //! - `QUEUED`: a waiter may be unresolved. Set by a parker's [`State::join`], cleared
 //!   only by the server ([`State::try_clear`]) once its list is empty and no
 //!   parker joined since it last looked. The fast paths refuse while it is set: that
@@ -66,13 +75,24 @@ const ONE_RESIZE: usize = 2;
 pub(crate) const SHIFT: u32 = 4;
 /// The largest capacity the encoding holds in 32 bits.
 pub(crate) const MAX_UNITS: usize = (u32::MAX >> SHIFT) as usize;
+/// The count of parked requests starts at this bit (64-bit targets).
+#[cfg(target_pointer_width = "64")]
+const COUNT_SHIFT: u32 = 36;
+/// One parked request, in the word (64-bit targets).
+#[cfg(target_pointer_width = "64")]
+const ONE_WAITER: usize = 1 << COUNT_SHIFT;
+/// The bits below the count: the units and the flags.
+#[cfg(target_pointer_width = "64")]
+const UNITS_AND_FLAGS: usize = ONE_WAITER - 1;
+#[cfg(not(target_pointer_width = "64"))]
+const UNITS_AND_FLAGS: usize = usize::MAX;
 
 const _: () = assert!(usize::BITS >= 32, "admit needs at least 32-bit pointers");
 
 /// Free units in a state value.
 #[inline]
 pub(crate) const fn available(state: usize) -> usize {
-    state >> SHIFT
+    (state & UNITS_AND_FLAGS) >> SHIFT
 }
 
 /// Why a fast-path take failed.
@@ -101,6 +121,10 @@ pub(crate) enum HeadTake {
 /// The state word and the capacity; see the module docs.
 pub(crate) struct State {
     word: AtomicUsize,
+    /// Parked requests, modular (see the module docs), where the word has no
+    /// room for them.
+    #[cfg(not(target_pointer_width = "64"))]
+    parked: AtomicUsize,
     /// The capacity in force. Read by every request (a request above it fails at
     /// once); written by resizes and by `forget`.
     capacity: AtomicUsize,
@@ -121,6 +145,8 @@ impl State {
         pub(crate) fn new(capacity: usize) -> State {
             State {
                 word: AtomicUsize::new(capacity << SHIFT),
+                #[cfg(not(target_pointer_width = "64"))]
+                parked: AtomicUsize::new(0),
                 capacity: AtomicUsize::new(capacity),
                 resizing: AtomicUsize::new(0),
                 resizes_begun: AtomicUsize::new(0),
@@ -285,8 +311,8 @@ impl State {
     }
 
     /// A parker's join, after its request is published (its cell, or its node on
-    /// the list): sets `QUEUED` and `ARRIVED` in one `fetch_or`, the
-    /// parker's place in the no-barging order, and returns the previous value.
+    /// the list): sets `QUEUED` and `ARRIVED`, the parker's place in the
+    /// no-barging order, and counts the request in; returns the previous value.
     ///
     /// `Release` so the server's `Acquire` read of this value (in
     /// [`clear_arrived`](Self::clear_arrived) or [`try_clear`](Self::try_clear))
@@ -294,8 +320,93 @@ impl State {
     /// it, and a grant of its own request made before it.
     #[inline]
     pub(crate) fn join(&self) -> usize {
-        let arrived = if Safeguard::Arrived.on() { ARRIVED } else { 0 };
-        self.word.fetch_or(QUEUED | arrived, Ordering::AcqRel)
+        let flags = QUEUED | if Safeguard::Arrived.on() { ARRIVED } else { 0 };
+        #[cfg(target_pointer_width = "64")]
+        {
+            // A CAS loop, as `fetch_or` is here too: one read-modify-write sets
+            // the flags and counts the request in.
+            let mut state = self.word.load(Ordering::Relaxed);
+            loop {
+                let next = (state | flags).wrapping_add(ONE_WAITER);
+                match self.word.compare_exchange_weak(
+                    state,
+                    next,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(prev) => return prev,
+                    Err(actual) => state = actual,
+                }
+            }
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            self.parked.fetch_add(1, Ordering::Relaxed);
+            self.word.fetch_or(flags, Ordering::AcqRel)
+        }
+    }
+
+    /// The server counts out a request it resolved.
+    #[inline]
+    pub(crate) fn count_out(&self) {
+        // A count only: any read-modify-write keeps the word's release
+        // sequences whole, whatever its ordering.
+        #[cfg(target_pointer_width = "64")]
+        self.word.fetch_sub(ONE_WAITER, Ordering::Relaxed);
+        #[cfg(not(target_pointer_width = "64"))]
+        self.parked.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A cancel that won counts its request out, and reads the word to see
+    /// whether a unit is free (then it serves: the request may have been the
+    /// head). Returns the word as it was.
+    ///
+    /// A read-modify-write, `AcqRel`, after the cancel's phase CAS. Every
+    /// serving pass reads the word with `Acquire` before it walks the queue,
+    /// after the release that asked it to serve. If that read comes after this
+    /// write in the word's order, it is in this write's release sequence (every
+    /// write of the word is a read-modify-write), and the pass sees the head
+    /// cancelled; if before, this read comes after that release and sees its
+    /// units. A relaxed count and a plain load could miss each other (store
+    /// buffering).
+    #[inline]
+    pub(crate) fn cancel_count_out(&self) -> usize {
+        if !Safeguard::CancelReadsByRmw.on() {
+            self.count_out();
+            return self.word.load(Ordering::Acquire);
+        }
+        #[cfg(target_pointer_width = "64")]
+        {
+            self.word.fetch_sub(ONE_WAITER, Ordering::AcqRel)
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            self.parked.fetch_sub(1, Ordering::Relaxed);
+            // Without `alloc` the server stops inside the critical section,
+            // which this cancel entered after it: a load sees its units.
+            if cfg!(feature = "alloc") {
+                self.word.fetch_add(0, Ordering::AcqRel)
+            } else {
+                self.word.load(Ordering::Acquire)
+            }
+        }
+    }
+
+    /// Parked requests: exact once every park and resolution in flight has
+    /// counted.
+    #[inline]
+    pub(crate) fn waiters(&self) -> usize {
+        #[cfg(target_pointer_width = "64")]
+        let (count, shift) = (self.word.load(Ordering::Relaxed), COUNT_SHIFT);
+        #[cfg(not(target_pointer_width = "64"))]
+        let (count, shift) = (self.parked.load(Ordering::Relaxed), 0);
+        // The count is the top field: below zero (a request counted out by a
+        // server before its parker counted it in) it reads as zero.
+        if (count as isize) < 0 {
+            0
+        } else {
+            count >> shift
+        }
     }
 
     /// Sets `CLOSED`; returns the previous value.

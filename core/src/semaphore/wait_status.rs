@@ -117,15 +117,6 @@ impl WaitStatus {
         self.word.load(Ordering::Acquire) & status::PHASE
     }
 
-    /// The phase, read by a read-modify-write (`AcqRel`), which is ordered with
-    /// the owner's cancel one way or the other: if the cancel comes after, it
-    /// sees everything this thread saw before the read, which a load would not
-    /// promise.
-    #[cfg(feature = "alloc")]
-    pub(crate) fn phase_by_rmw(&self) -> usize {
-        self.word.fetch_add(0, Ordering::AcqRel) & status::PHASE
-    }
-
     /// The owner publishes its request in a cell: `EMPTY → WAITING`. `Release`:
     /// whoever reads `WAITING` with `Acquire` sees what the owner wrote before
     /// (its units and waker). `false`: the server broke the cell first.

@@ -27,9 +27,10 @@
 //! 3. A published cell leaves `WAITING` once (`wait_status.rs`); its ticket goes
 //!    back to the list once, after that: by the cancel that won (counted as
 //!    cancelled), or by the owner once it has read a final phase.
-//! 4. No lost wake-up: a server stops only at a head that does not fit, which
-//!    it re-reads with a read-modify-write (so a cancel of the head either is
-//!    seen, or sees the units the server saw free and serves), or at an
+//! 4. No lost wake-up: a server stops only at a head that does not fit (a
+//!    cancel of it reads the state word by a read-modify-write, so either the
+//!    server sees the cancel or the cancel sees the units the server saw free,
+//!    and serves: `State::cancel_count_out`), or at an
 //!    unpublished cell with no unit free (its owner joins after publishing, and
 //!    a release after that join serves).
 
@@ -39,7 +40,7 @@ use core::task::Waker;
 use super::segments::{SegmentCell, Segments, Ticket};
 use super::Queue;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::sync::UnsafeCell;
 use crate::safeguard::Safeguard;
 use crate::semaphore::serving::{join_needs_service, Role, Stop};
 use crate::semaphore::state::{available, HeadTake, State, CLOSED};
@@ -51,8 +52,6 @@ pub(crate) struct CellQueue {
     pub(crate) role: Role,
     /// The cells.
     pub(crate) segments: Segments<Cell>,
-    /// Published, unresolved requests, for diagnostics.
-    waiters: AtomicUsize,
 }
 
 /// One parked request's place, on a cache line of its own: consecutive tickets
@@ -115,7 +114,6 @@ impl CellQueue {
             CellQueue {
                 role: Role::new(),
                 segments: Segments::new(),
-                waiters: AtomicUsize::new(0),
             }
         }
     }
@@ -124,10 +122,16 @@ impl CellQueue {
 impl CellQueue {
     /// Resolves `cell` with `outcome` (which took no units), and counts it out
     /// and queues its waker if that won over a cancel. Returns whether it won.
-    fn resolve_untaken(&self, cell: &Cell, outcome: usize, wakers: &mut WakeList) -> bool {
+    fn resolve_untaken(
+        &self,
+        state: &State,
+        cell: &Cell,
+        outcome: usize,
+        wakers: &mut WakeList,
+    ) -> bool {
         match cell.status.resolve(outcome) {
             Some(waker) => {
-                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                state.count_out();
                 wakers.push(waker);
                 true
             }
@@ -146,7 +150,7 @@ impl CellQueue {
         outcome: usize,
         wakers: &mut WakeList,
     ) {
-        let won = self.resolve_untaken(cell, outcome, wakers);
+        let won = self.resolve_untaken(state, cell, outcome, wakers);
         if !won && outcome == status::GRANTED && units != 0 && Safeguard::GrantGivesBack.on() {
             state.give_back(units);
         }
@@ -173,6 +177,7 @@ impl CellQueue {
     /// The caller holds the role.
     unsafe fn resolve_every(
         &self,
+        state: &State,
         outcome: usize,
         wakers: &mut WakeList,
         matches: impl Fn(usize) -> bool,
@@ -187,7 +192,7 @@ impl CellQueue {
                         done = false;
                         return false;
                     }
-                    self.resolve_untaken(cell, outcome, wakers);
+                    self.resolve_untaken(state, cell, outcome, wakers);
                 }
                 true
             });
@@ -213,11 +218,6 @@ impl Queue for CellQueue {
         &self.role
     }
 
-    #[inline]
-    fn parked(&self) -> usize {
-        self.waiters.load(Ordering::Relaxed)
-    }
-
     /// Parks a request the fast path refused: publishes it in a cell, joins, and
     /// asks for service if the join shows it could be resolved now. Returns its
     /// phase (`WAITING` unless it was resolved meanwhile).
@@ -225,8 +225,6 @@ impl Queue for CellQueue {
     fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
         let id = WakerId::of(&waker);
         let mut waker = Some(waker);
-        // Counted before it can be resolved, so the count never wraps.
-        self.waiters.fetch_add(1, Ordering::Relaxed);
         let ticket = loop {
             let ticket = self.segments.claim();
             let cell = ticket.cell();
@@ -297,15 +295,13 @@ impl Queue for CellQueue {
             status::WAITING => {
                 // SAFETY: our cancel won.
                 let waker = unsafe { cell.status.take_waker() };
-                self.waiters.fetch_sub(1, Ordering::Relaxed);
                 self.segments.cancel(ticket);
                 // It may have been the head, blocking requests that fit in the
                 // free units (Go's canceled-waiter-at-the-front bug): then serve.
                 // With no unit free nobody behind it fits, and the next release
-                // serves. A server that stopped at this head read it with a
-                // read-modify-write: if that came first, this load sees the
-                // units it saw.
-                let now = state.load();
+                // serves. The count's read of the word is ordered with a server
+                // that stopped at this head (invariant 4).
+                let now = state.cancel_count_out();
                 let units_free = available(now) > 0 || now & CLOSED != 0;
                 if units_free && Safeguard::CancelServes.on() {
                     self.serve(state);
@@ -331,13 +327,14 @@ impl Queue for CellQueue {
     }
 
     #[inline]
-    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
+    unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool {
+        let capacity = state.capacity();
         // SAFETY: the caller holds the role.
-        unsafe { self.resolve_every(status::EXCEEDS, wakers, |units| units > capacity) }
+        unsafe { self.resolve_every(state, status::EXCEEDS, wakers, |units| units > capacity) }
     }
 
     #[inline]
-    unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
+    unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
         // Move the cursor past everything that can be answered now.
         loop {
             // SAFETY: the caller holds the role.
@@ -351,10 +348,10 @@ impl Queue for CellQueue {
                     // SAFETY: read with `Acquire`, published.
                     let units = unsafe { units_of(cell) };
                     if units != 0 {
-                        self.resolve_untaken(cell, status::CLOSED, wakers);
+                        self.resolve_untaken(state, cell, status::CLOSED, wakers);
                     } else if drained {
                         // A drain waiter takes no units.
-                        self.resolve_untaken(cell, status::GRANTED, wakers);
+                        self.resolve_untaken(state, cell, status::GRANTED, wakers);
                     } else {
                         break;
                     }
@@ -368,7 +365,7 @@ impl Queue for CellQueue {
         // behind it, and keep `QUEUED` set for the release that brings the
         // last unit back.
         // SAFETY: the caller holds the role.
-        if !unsafe { self.resolve_every(status::CLOSED, wakers, |units| units != 0) } {
+        if !unsafe { self.resolve_every(state, status::CLOSED, wakers, |units| units != 0) } {
             Stop::BatchFull
         } else if Safeguard::DrainKeepsQueued.on() {
             Stop::Blocked
@@ -407,20 +404,11 @@ impl Queue for CellQueue {
                             // A shrink posted since this pass settled: stop. It
                             // set `ARRIVED`, so the pass goes round and pays it.
                             HeadTake::Retiring => return Stop::Blocked,
-                            HeadTake::DoesNotFit => {
-                                // Stop, unless it was cancelled: a read-modify-
-                                // write, so that a cancel ordered after it sees
-                                // the state this pass saw (invariant 4).
-                                let phase = if Safeguard::StopRereadsHead.on() {
-                                    cell.status.phase_by_rmw()
-                                } else {
-                                    cell.status.phase()
-                                };
-                                if phase == status::WAITING {
-                                    return Stop::Blocked;
-                                }
-                                continue;
-                            }
+                            // Stop: a cancel of this head either is seen by
+                            // this pass or sees the units of the release that
+                            // asked for it, and serves
+                            // (`State::cancel_count_out`).
+                            HeadTake::DoesNotFit => return Stop::Blocked,
                         }
                     };
                     self.resolve(state, cell, units, outcome, wakers);

@@ -41,7 +41,7 @@ use core::task::Waker;
 
 use super::Queue;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::sync::UnsafeCell;
 use crate::loom::CriticalSection;
 use crate::safeguard::Safeguard;
 use crate::semaphore::serving::{join_needs_service, Role, Stop};
@@ -56,8 +56,6 @@ pub(crate) struct ListQueue {
     /// The serving role, which guards the pass.
     role: Role,
     list: CriticalSection<List>,
-    /// Parked, unresolved requests, for diagnostics: read without the section.
-    parked: AtomicUsize,
 }
 
 /// The list, inside the section.
@@ -257,7 +255,6 @@ impl ListQueue {
             ListQueue {
                 role: Role::new(),
                 list: CriticalSection::new(List::new()),
-                parked: AtomicUsize::new(0),
             }
         }
     }
@@ -282,7 +279,12 @@ impl ListQueue {
     /// Resolves with the outcome `decide` gives (none: leave it waiting) every
     /// listed request, from the head on, one section each. Returns `false` if
     /// the wake batch filled first.
-    fn walk(&self, wakers: &mut WakeList, decide: impl Fn(usize) -> Option<usize>) -> bool {
+    fn walk(
+        &self,
+        state: &State,
+        wakers: &mut WakeList,
+        decide: impl Fn(usize) -> Option<usize>,
+    ) -> bool {
         self.list.with(|list| list.walk = list.head);
         loop {
             if wakers.is_full() {
@@ -304,7 +306,7 @@ impl ListQueue {
                 }
             });
             match step {
-                Step::Resolved(waker) => self.resolved(waker, wakers),
+                Step::Resolved(waker) => self.resolved(state, waker, wakers),
                 Step::Skipped => {}
                 Step::Stop(_) => return true,
             }
@@ -312,8 +314,8 @@ impl ListQueue {
     }
 
     /// Counts a resolved request out and queues its waker.
-    fn resolved(&self, waker: Option<Waker>, wakers: &mut WakeList) {
-        self.parked.fetch_sub(1, Ordering::Relaxed);
+    fn resolved(&self, state: &State, waker: Option<Waker>, wakers: &mut WakeList) {
+        state.count_out();
         wakers.push(waker);
     }
 }
@@ -327,11 +329,6 @@ impl Queue for ListQueue {
     }
 
     #[inline]
-    fn parked(&self) -> usize {
-        self.parked.load(Ordering::Relaxed)
-    }
-
-    #[inline]
     fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
         // SAFETY: the slot is not moved: the node is linked where it is pinned.
         let slot = unsafe { slot.get_unchecked_mut() };
@@ -339,8 +336,6 @@ impl Queue for ListQueue {
         // In place: the node is pinned with the slot from here on.
         let node = &*slot.node.insert(Node::new(units, waker));
         slot.parked = true;
-        // Counted before it can be resolved, so the count never wraps.
-        self.parked.fetch_add(1, Ordering::Relaxed);
         let node_ptr = NonNull::from(node);
         // SAFETY: inside the section; the node is pinned, alive until its owner
         // cancels or finishes (both enter the section), and not listed.
@@ -390,10 +385,9 @@ impl Queue for ListQueue {
             status::WAITING => {
                 // SAFETY: our cancel won.
                 let waker = unsafe { node.status.take_waker() };
-                self.parked.fetch_sub(1, Ordering::Relaxed);
                 // It may have been the head, blocking requests that fit in the
                 // free units: then serve (invariant 5).
-                let now = state.load();
+                let now = state.cancel_count_out();
                 let units_free = available(now) > 0 || now & CLOSED != 0;
                 if units_free && Safeguard::CancelServes.on() {
                     self.serve(state);
@@ -412,15 +406,16 @@ impl Queue for ListQueue {
     }
 
     #[inline]
-    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool {
-        self.walk(wakers, |units| {
+    unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool {
+        let capacity = state.capacity();
+        self.walk(state, wakers, |units| {
             (units > capacity).then_some(status::EXCEEDS)
         })
     }
 
     #[inline]
-    unsafe fn close(&self, _state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
-        let done = self.walk(wakers, |units| match units {
+    unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop {
+        let done = self.walk(state, wakers, |units| match units {
             0 if drained => Some(status::GRANTED),
             // A drain waiter takes no units: it waits for every unit back.
             0 => None,
@@ -470,7 +465,7 @@ impl Queue for ListQueue {
                 unsafe { Self::resolve(list, head, outcome) }
             });
             match step {
-                Step::Resolved(waker) => self.resolved(waker, wakers),
+                Step::Resolved(waker) => self.resolved(state, waker, wakers),
                 Step::Skipped => {}
                 Step::Stop(stop) => return stop,
             }

@@ -22,7 +22,8 @@
 //!    its grant lost, the owner if its cancel did).
 //! 3. **A stop that loses nothing.** `grant_from_head` stops at a head that does
 //!    not fit only so that a cancel of that head, coming after, sees the units
-//!    the pass saw, and serves.
+//!    the pass saw, and serves (`State::cancel_count_out`, or the critical
+//!    section).
 //! 4. **Bounded work.** Each call does a bounded amount of work per request it
 //!    resolves, and stops with [`Stop::BatchFull`] when the wake batch is full.
 //!    No user code (a waker) runs inside a call.
@@ -59,9 +60,6 @@ pub(crate) trait Queue {
     /// The serving role, which guards the queue's pass.
     fn role(&self) -> &Role;
 
-    /// Requests parked right now, for diagnostics.
-    fn parked(&self) -> usize;
-
     /// Serves the queue now, or leaves it to the thread that is serving.
     fn serve(&self, state: &State)
     where
@@ -92,12 +90,12 @@ pub(crate) trait Queue {
     /// The caller holds the role.
     unsafe fn absorb(&self, state: &State);
 
-    /// Fails with `EXCEEDS` every waiting request for more than `capacity`.
+    /// Fails with `EXCEEDS` every waiting request for more than the capacity.
     /// Returns `false` if the wake batch filled first.
     ///
     /// # Safety
     /// As for `absorb`.
-    unsafe fn sweep_oversize(&self, capacity: usize, wakers: &mut WakeList) -> bool;
+    unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool;
 
     /// After a close: fails every request with `CLOSED`, and grants the drain
     /// waiters (requests of 0 units) if `drained`, else leaves them waiting.
