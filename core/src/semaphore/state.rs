@@ -14,8 +14,9 @@
 //!   units a grow adds while a shrink's are still to retire never reach the count.
 //! - parked requests: counted in by the parker's [`State::join`], out by whoever
 //!   resolves the request (the server's [`State::count_out`], or the owner's
-//!   [`State::cancel_count_out`] if its cancel won), so that [`State::waiters`] is exact once both have run, and park
-//!   and cancel pay no read-modify-write of their own for it. A server may count a
+//!   [`State::cancel_count_out`] if its cancel won), so that [`State::waiters`]
+//!   is exact once both have run, and park and cancel pay no read-modify-write
+//!   of their own for it. A server may count a
 //!   request out before its parker counts it in: the field is modular, and read
 //!   below zero as zero. On 32-bit targets the count is an atomic of its own beside
 //!   the word.
