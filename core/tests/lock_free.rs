@@ -1,6 +1,6 @@
 //! Property 5: uncontended acquire and release allocate nothing, parking allocates
-//! a segment of cells once per 31 parks and the grant, the re-poll and the
-//! wake-up nothing more; and no
+//! a segment of cells at most once per 31 parks (a freed segment's block serves
+//! the next) and the grant, the re-poll and the wake-up nothing more; and no
 //! waker runs (nor is cloned) while a thread holds the serving role, so a waker may
 //! re-enter the semaphore.
 // Needs the `alloc` feature (the feature powerset builds every test target).
@@ -47,6 +47,16 @@ unsafe impl GlobalAlloc for CountingAlloc {
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
 
+/// The block a freed segment leaves for the next allocation is the process's
+/// (one for every semaphore): tests that count allocations run one at a time,
+/// so that no other test's segment passes through it meanwhile.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn allocations_in(f: impl FnOnce()) -> usize {
     let before = ALLOCATIONS.with(Cell::get);
     f();
@@ -65,7 +75,9 @@ fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
     // A holder that never releases and callers that give up: no release ever asks
     // for service, so the cancels must let their cells go without a server, or
     // the memory grows with every caller that timed out. Left: the cursor's
-    // segment (it is passed, never removed) and the one being filled.
+    // segment (it is passed, never removed), the one being filled, and the
+    // block kept for the next allocation.
+    let _serial = one_at_a_time();
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
     let callers = if cfg!(miri) { 200 } else { 10_000 };
@@ -79,7 +91,7 @@ fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
         }
     });
     assert!(
-        alive <= 2,
+        alive <= 3,
         "{alive} segments still allocated after {callers} cancels"
     );
     drop(held);
@@ -93,6 +105,7 @@ fn dropping_the_semaphore_frees_the_cancelled_nodes_it_still_holds() {
     // cannot withdraw it) leaves the node for the next serving pass; if the
     // semaphore goes first (its last permit leaked), its drop must free the node.
     // (A lone parked future would withdraw its node on cancel and leave nothing.)
+    let _serial = one_at_a_time();
     let alive = left_alive_by(|| {
         let sem = Semaphore::new(1);
         std::mem::forget(sem.try_acquire(1).unwrap());
@@ -105,14 +118,16 @@ fn dropping_the_semaphore_frees_the_cancelled_nodes_it_still_holds() {
         drop(above); // on top: withdrawn
         drop(sem);
     });
-    assert_eq!(
-        alive, 0,
-        "the semaphore's drop left a cancelled node allocated"
+    // The last segment freed may be the block kept for the next allocation.
+    assert!(
+        alive <= 1,
+        "the semaphore's drop left {alive} segments allocated"
     );
 }
 
 #[test]
 fn uncontended_paths_do_not_allocate() {
+    let _serial = one_at_a_time();
     let sem = Semaphore::new(4);
     let waker = Waker::noop();
     let n = allocations_in(|| {
@@ -127,7 +142,8 @@ fn uncontended_paths_do_not_allocate() {
 }
 
 #[test]
-fn parking_allocates_a_segment_per_31_parks_and_granting_nothing() {
+fn parking_allocates_at_most_a_segment_per_31_parks_and_granting_nothing() {
+    let _serial = one_at_a_time();
     let sem = Semaphore::new(1);
     let (counter, waker) = wakers::counting();
     let (mut parks, mut grants) = (0, 0);
@@ -148,8 +164,39 @@ fn parking_allocates_a_segment_per_31_parks_and_granting_nothing() {
                 .is_ready());
         });
     }
-    // The first segment, then one per 31 tickets.
-    assert_eq!((parks, grants, counter.wakes()), (1_000 / 31 + 1, 0, 1_000));
+    // The first segment, then at most one per 31 tickets.
+    assert!(
+        parks <= 1_000 / 31 + 1,
+        "{parks} allocations for 1 000 parks"
+    );
+    assert_eq!((grants, counter.wakes()), (0, 1_000));
+}
+
+#[test]
+fn parking_and_cancelling_without_end_reuses_the_freed_segments() {
+    // Every unit held, callers that park and give up: a segment is filled every
+    // 31 parks and freed every 31 cancels, and the block the last free left
+    // serves the next allocation instead of the heap (an aligned allocation is
+    // slow in common allocators).
+    let _serial = one_at_a_time();
+    let sem = Semaphore::new(1);
+    let held = sem.try_acquire(1).unwrap();
+    let callers = if cfg!(miri) { 200 } else { 10_000 };
+    let allocations = allocations_in(|| {
+        for _ in 0..callers {
+            let mut fut = std::pin::pin!(sem.acquire(1));
+            assert!(fut
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending());
+        }
+    });
+    // The first segment and its successor; then the freed ones come back.
+    assert!(
+        allocations <= 3,
+        "{allocations} heap allocations for {callers} parks: freed segments are not reused"
+    );
+    drop(held);
 }
 
 /// A waker that, when woken, re-enters the semaphore: it drops the parked head
@@ -174,6 +221,7 @@ impl Wake for Reentrant {
 
 #[test]
 fn wakers_run_outside_the_serving_role() {
+    let _serial = one_at_a_time();
     let sem = Arc::new(Semaphore::new(2));
     let held = sem.clone().try_acquire_owned(2).unwrap();
     let mut b = Task::new(sem.clone().acquire_owned(2));
@@ -210,6 +258,7 @@ fn wakers_run_outside_the_serving_role() {
 /// shared, never in the serving role.
 #[test]
 fn waker_clones_run_outside_the_serving_role() {
+    let _serial = one_at_a_time();
     static SEM: OnceLock<Semaphore> = OnceLock::new();
     let sem = SEM.get_or_init(|| Semaphore::new(1));
     fn clone(_: *const ()) -> std::task::RawWaker {

@@ -95,8 +95,10 @@
 //! not what follows them. The memory held is then the segments with a live
 //! ticket, plus a constant per thread.
 //!
-//! In the crate's tests a freed segment is marked and its memory kept until the
-//! list is dropped (`quarantine.rs`): a use after the free fails an assertion
+//! A freed segment's memory is kept, one block for the process, for the next
+//! segment's allocation (`spare.rs`): an aligned allocation is slow in common
+//! allocators. In the crate's tests a freed segment is instead marked and its
+//! memory kept until the list is dropped (`quarantine.rs`): a use after the free fails an assertion
 //! instead of being undefined, and the drop checks that every segment was freed
 //! exactly once.
 //!
@@ -124,6 +126,7 @@ mod link;
 mod quarantine;
 mod removal;
 mod segment;
+mod spare;
 #[cfg(test)]
 mod tests;
 

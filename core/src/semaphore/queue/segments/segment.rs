@@ -19,6 +19,7 @@ use super::link::{AtomicWord, ALIGN, TRANSIT};
 use super::quarantine::Graveyard;
 #[cfg(test)]
 use super::quarantine::Quarantine;
+use super::spare;
 use super::{SegmentCell, CELLS};
 use crate::loom::heap::{self, Layout};
 use crate::loom::sync::{AtomicUsize, Ordering};
@@ -66,7 +67,7 @@ impl<C: SegmentCell> Segment<C> {
     pub(super) fn alloc(refs: usize, id: usize, graveyard: &Graveyard) -> NonNull<Segment<C>> {
         let layout = Layout::new::<Segment<C>>();
         // SAFETY: `Segment` is not zero-sized.
-        let raw = unsafe { heap::alloc(layout) }.cast::<Segment<C>>();
+        let raw = unsafe { spare::alloc(layout) }.cast::<Segment<C>>();
         let Some(segment) = NonNull::new(raw) else {
             heap::handle_alloc_error(layout)
         };
@@ -143,7 +144,7 @@ impl<C> Segment<C> {
         // with the layout it was allocated with.
         unsafe {
             segment.as_ptr().drop_in_place();
-            heap::dealloc(segment.as_ptr().cast(), Layout::new::<Segment<C>>());
+            spare::dealloc(segment.as_ptr().cast(), Layout::new::<Segment<C>>());
         }
     }
 
