@@ -1,4 +1,4 @@
-//! Scenarios S1–S8 of issue 5, each written once, generic over [`Peer`].
+//! The scenarios S1–S12, each written once, generic over [`Peer`].
 //!
 //! Every function returns one sample: the time of a fixed amount of work divided by
 //! the number of operations, or, for S8, a size. The harness repeats them,
@@ -119,11 +119,14 @@ pub enum Scenario {
     /// The storm with a held unit: 16 threads, each granted unit held a moment,
     /// a fixed number of operations per thread.
     S11,
+    /// S11's parked operations alone: every unit held, each operation parks,
+    /// spins, polls again and gives up; threads = cores, then 16.
+    S12,
 }
 
 impl Scenario {
     /// All of them.
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Self::S1,
         Self::S2,
         Self::S3,
@@ -135,6 +138,7 @@ impl Scenario {
         Self::S9,
         Self::S10,
         Self::S11,
+        Self::S12,
     ];
 
     /// `"S1"` etc.
@@ -152,6 +156,7 @@ impl Scenario {
             Self::S9 => "S9",
             Self::S10 => "S10",
             Self::S11 => "S11",
+            Self::S12 => "S12",
         }
     }
 
@@ -211,6 +216,15 @@ impl Scenario {
                 ("S11 held storm: wall per op that got its unit", "ns/op"),
                 ("S11 held storm: last thread's time over the median's", "×"),
             ],
+            Self::S12 => &[
+                (
+                    "S12 parked cycle, every unit held, threads = cores: wall per op",
+                    "ns/op",
+                ),
+                ("S12 parked cycle, 16 threads: wall per op", "ns/op"),
+                ("S12 parked cycle, 16 threads: p99.9 op latency", "ns"),
+                ("S12 parked cycle, 16 threads: peak heap growth", "KiB"),
+            ],
         }
     }
 
@@ -227,7 +241,9 @@ impl Scenario {
         match self {
             Self::S8 => 1,
             Self::S1 | Self::S2 | Self::S3 | Self::S7 => config.micro_reps,
-            Self::S4 | Self::S5 | Self::S6 | Self::S9 | Self::S10 | Self::S11 => config.reps,
+            Self::S4 | Self::S5 | Self::S6 | Self::S9 | Self::S10 | Self::S11 | Self::S12 => {
+                config.reps
+            }
         }
     }
 }
@@ -336,6 +352,16 @@ impl<P: Peer> Column for Of<P> {
                 ]
                 .map(Cell::Value)
                 .to_vec()
+            }
+            Scenario::S12 if P::PARKS => {
+                // As many operations as a sample of S11.
+                let ops = c.held_storm_ops * STORM_OVERSUBSCRIBED as u64;
+                let cores = std::thread::available_parallelism().map_or(2, usize::from);
+                let at_cores = parked_cycle::<P>(cores, ops);
+                let over = parked_cycle::<P>(STORM_OVERSUBSCRIBED, ops);
+                [at_cores.per_op, over.per_op, over.p999, over.heap_growth]
+                    .map(Cell::Value)
+                    .to_vec()
             }
             _ => na(),
         }
@@ -740,6 +766,96 @@ fn held_storm<P: Peer>(threads: usize, ops: u64) -> HeldStorm {
         per_unit: per_op(last, got_unit.max(1)),
         last_over_median: last.as_secs_f64() / median.as_secs_f64().max(1e-9),
     }
+}
+
+/// S12: the parked operations of S11 alone. The semaphore's only unit is held
+/// throughout, and `threads` OS threads share `ops` operations: each builds
+/// `acquire(1)`, polls it once (it parks), spins 0–63 iterations (S11's
+/// xorshift), polls once more (still parked) and drops it (a cancel). Nobody
+/// serves, so this is the cost of a park, a re-poll and a cancel with the other
+/// threads doing the same, and the memory the cancels leave behind.
+///
+/// Returns the wall time per operation over all threads, the p99.9 latency of
+/// one operation in 16, and how far the heap grew above its size at the start.
+#[inline(never)]
+fn parked_cycle<P: Peer>(threads: usize, ops: u64) -> ParkedCycle {
+    let sem = Arc::new(P::new(1));
+    let held = sem.try_acquire(1).expect("a fresh unit");
+    let per_thread = ops / threads as u64;
+    let start_line = Arc::new(std::sync::Barrier::new(threads + 1));
+    let running = Arc::new(AtomicUsize::new(threads));
+    let workers: Vec<_> = (0..threads as u64)
+        .map(|seed| {
+            let (sem, start_line, running) = (
+                Arc::clone(&sem),
+                Arc::clone(&start_line),
+                Arc::clone(&running),
+            );
+            std::thread::spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut histogram = Histogram::default();
+                let mut rng =
+                    0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                start_line.wait();
+                let started = Instant::now();
+                for op in 0..per_thread {
+                    let began = op.is_multiple_of(16).then(Instant::now);
+                    {
+                        let mut acquire = pin!(sem.acquire(1));
+                        let parked = acquire.as_mut().poll(&mut cx).is_pending();
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        work((rng & 63) as u32);
+                        let still = acquire.as_mut().poll(&mut cx).is_pending();
+                        assert!(parked && still, "a unit held throughout was granted");
+                    } // the cancel, timed with the rest
+                    if let Some(began) = began {
+                        histogram.record(began.elapsed());
+                    }
+                }
+                let done = Instant::now();
+                running.fetch_sub(1, Ordering::Release);
+                (histogram, started, done)
+            })
+        })
+        .collect();
+    start_line.wait();
+    // Meanwhile the heap is sampled. The run is from the first thread's start
+    // to the last one's end, as each thread timed them.
+    let heap_at_start = heap::live();
+    let mut heap_peak = heap_at_start;
+    while running.load(Ordering::Acquire) != 0 {
+        std::thread::sleep(HEAP_SAMPLE_EVERY);
+        heap_peak = heap_peak.max(heap::live());
+    }
+    let mut histogram = Histogram::default();
+    let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+    for worker in workers {
+        let (h, started, done) = worker.join().expect("parked-cycle thread panicked");
+        histogram.merge(&h);
+        first = Some(first.map_or(started, |f| f.min(started)));
+        last = Some(last.map_or(done, |l| l.max(done)));
+    }
+    let elapsed = last
+        .zip(first)
+        .map_or(Duration::ZERO, |(l, f)| l.saturating_duration_since(f));
+    drop(held);
+    ParkedCycle {
+        per_op: per_op(elapsed, per_thread * threads as u64),
+        p999: histogram.quantile(0.999),
+        heap_growth: (heap_peak - heap_at_start) as f64 / 1024.0,
+    }
+}
+
+/// One sample of S12.
+struct ParkedCycle {
+    /// Wall time per operation over all threads, ns.
+    per_op: f64,
+    /// p99.9 latency of one operation, ns.
+    p999: f64,
+    /// How far the heap grew above its size at the start, at its peak, KiB.
+    heap_growth: f64,
 }
 
 /// One sample of the storm with a held unit.
