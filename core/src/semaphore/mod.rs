@@ -319,16 +319,33 @@ impl Semaphore {
         Acquire::new(self, units)
     }
 
-    /// The shared part of every `try_acquire`: one CAS.
+    /// The shared part of every `try_acquire`: one CAS, and nothing else unless
+    /// it refuses.
+    ///
+    /// The capacity is read only to tell why: while the fast path may take
+    /// units, the free ones never exceed the capacity (a shrink sets `RETIRING`
+    /// before it returns, and until then a take is one made before it), so a
+    /// request above the capacity is always refused, and then reported as
+    /// [`ExceedsCapacity`](TryAcquireError::ExceedsCapacity) whatever else
+    /// refused it.
     #[inline]
     pub(crate) fn try_take(&self, units: usize) -> Result<(), TryAcquireError> {
         assert_nonzero(units);
-        self.check_fits(units)
-            .map_err(TryAcquireError::ExceedsCapacity)?;
-        self.state.try_take(units).map_err(|refused| match refused {
-            Refused::NoUnits => TryAcquireError::NoUnits,
-            Refused::Closed => TryAcquireError::Closed,
-        })
+        self.state
+            .try_take(units)
+            .map_err(|refused| self.refusal(units, refused))
+    }
+
+    /// Why the fast path refused `units`.
+    #[cold]
+    fn refusal(&self, units: usize, refused: Refused) -> TryAcquireError {
+        match self.check_fits(units) {
+            Err(exceeds) => TryAcquireError::ExceedsCapacity(exceeds),
+            Ok(()) => match refused {
+                Refused::NoUnits => TryAcquireError::NoUnits,
+                Refused::Closed => TryAcquireError::Closed,
+            },
+        }
     }
 
     #[inline]
