@@ -93,6 +93,7 @@ impl<C: SegmentCell> Segments<C> {
     }
 
     /// Claims the next ticket.
+    #[inline]
     pub(crate) fn claim(&self) -> Ticket<C> {
         let mut word = self.tail.load(Ordering::Acquire);
         if word == 0 {
