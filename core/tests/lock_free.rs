@@ -70,6 +70,18 @@ fn left_alive_by(f: impl FnOnce()) -> isize {
     LIVE.with(Cell::get) - before
 }
 
+/// `callers` acquires of one unit of `sem`, whose units are all held: each
+/// parks at its first poll and is dropped (a cancel).
+fn park_and_give_up(sem: &Semaphore, callers: usize) {
+    for _ in 0..callers {
+        let mut fut = std::pin::pin!(sem.acquire(1));
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+    }
+}
+
 #[test]
 fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
     // A holder that never releases and callers that give up: no release ever asks
@@ -81,15 +93,7 @@ fn cancelled_nodes_are_freed_while_every_unit_stays_held() {
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
     let callers = if cfg!(miri) { 200 } else { 10_000 };
-    let alive = left_alive_by(|| {
-        for _ in 0..callers {
-            let mut fut = std::pin::pin!(sem.acquire(1));
-            assert!(fut
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
-                .is_pending());
-        }
-    });
+    let alive = left_alive_by(|| park_and_give_up(&sem, callers));
     assert!(
         alive <= 3,
         "{alive} segments still allocated after {callers} cancels"
@@ -182,15 +186,7 @@ fn parking_and_cancelling_without_end_reuses_the_freed_segments() {
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
     let callers = if cfg!(miri) { 200 } else { 10_000 };
-    let allocations = allocations_in(|| {
-        for _ in 0..callers {
-            let mut fut = std::pin::pin!(sem.acquire(1));
-            assert!(fut
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
-                .is_pending());
-        }
-    });
+    let allocations = allocations_in(|| park_and_give_up(&sem, callers));
     // The first segment and its successor; then the freed ones come back.
     assert!(
         allocations <= 3,
