@@ -98,9 +98,9 @@
 //! A freed segment's memory is kept, one block for the process, for the next
 //! segment's allocation (`spare.rs`): an aligned allocation is slow in common
 //! allocators. In the crate's tests a freed segment is instead marked and its
-//! memory kept until the list is dropped (`quarantine.rs`): a use after the free fails an assertion
-//! instead of being undefined, and the drop checks that every segment was freed
-//! exactly once.
+//! memory kept until the list is dropped (`quarantine.rs`): a use after the
+//! free fails an assertion instead of being undefined, and the drop checks that
+//! every segment was freed exactly once.
 //!
 //! # Progress
 //!

@@ -1,10 +1,10 @@
 //! One freed segment's memory, kept for the next segment's allocation.
 //!
-//! A segment is a 2 KiB block aligned to 2 KiB ([`ALIGN`]), and an aligned
-//! allocation is slow in common allocators (glibc's `posix_memalign` takes
-//! about a thousand instructions for an allocation and its free). A list that
-//! parks and cancels without end allocates one segment per `CELLS` parks and
-//! frees one per `CELLS` cancels, so a block kept from the last free serves
+//! A segment is a 2 KiB block aligned to 2 KiB (`ALIGN`, `link.rs`), and an
+//! aligned allocation is slow in common allocators (glibc's `posix_memalign`
+//! takes about a thousand instructions for an allocation and its free). A list
+//! that parks and cancels without end allocates one segment per `CELLS` parks
+//! and frees one per `CELLS` cancels, so a block kept from the last free serves
 //! the next allocation instead.
 //!
 //! One slot for the process, since a segment freed by one semaphore serves
@@ -55,7 +55,7 @@ pub(super) unsafe fn alloc(layout: Layout) -> *mut u8 {
 /// block kept before.
 ///
 /// # Safety
-/// As for [`heap::dealloc`]: `ptr` was allocated by [`alloc`] with `layout`,
+/// As for [`heap::dealloc`]: `ptr` was allocated by [`alloc()`] with `layout`,
 /// its contents are dropped, and nobody uses it again.
 pub(super) unsafe fn dealloc(ptr: *mut u8, layout: Layout) {
     #[cfg(not(any(test, admit_loom)))]
