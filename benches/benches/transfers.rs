@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use admit_benches::scenario::work;
+use admit_benches::scenario::{work, ParkedSpins};
 
 /// A word on a 128-byte block of its own (x86 fetches lines in pairs).
 #[repr(align(128))]
@@ -161,14 +161,10 @@ fn run(shape: Shape, threads: usize, ops: usize) -> f64 {
         .map(|seed| {
             let (shared, start_line) = (Arc::clone(&shared), Arc::clone(&start_line));
             std::thread::spawn(move || {
-                let mut rng =
-                    0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                let mut spins = ParkedSpins::new(seed);
                 start_line.wait();
                 for _ in 0..ops {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let spin = (rng & 63) as u32;
+                    let spin = spins.next_spin();
                     match shape {
                         Shape::LockThrice => {
                             shared.locked();

@@ -685,6 +685,30 @@ fn storm<P: Peer>(threads: usize, duration: Duration, spin: u32) -> Storm {
     }
 }
 
+/// How long a parked operation of S11 and S12 spins before its second poll:
+/// 0–63 iterations from a per-thread xorshift, so the threads' polls drift
+/// apart.
+#[derive(Debug, Clone)]
+pub struct ParkedSpins(u64);
+
+impl ParkedSpins {
+    /// The sequence of thread `seed`.
+    #[must_use]
+    #[inline]
+    pub fn new(seed: u64) -> Self {
+        Self(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9))
+    }
+
+    /// The next spin, in iterations of [`work`].
+    #[inline]
+    pub fn next_spin(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 & 63) as u32
+    }
+}
+
 /// Spin iterations a granted unit is held for in S11 before its permit drops.
 const HELD_STORM_HOLD: u32 = 30;
 
@@ -711,8 +735,7 @@ fn held_storm<P: Peer>(threads: usize, ops: u64) -> HeldStorm {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut histogram = Histogram::default();
                 let (mut parked, mut got_unit) = (0u64, 0u64);
-                let mut rng =
-                    0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                let mut spins = ParkedSpins::new(seed);
                 start_line.wait();
                 for op in 0..ops {
                     let began = op.is_multiple_of(16).then(Instant::now);
@@ -723,10 +746,7 @@ fn held_storm<P: Peer>(threads: usize, ops: u64) -> HeldStorm {
                         drop(permit);
                     } else {
                         parked += 1;
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        work((rng & 63) as u32);
+                        work(spins.next_spin());
                         if let Poll::Ready(permit) = acquire.as_mut().poll(&mut cx) {
                             got_unit += 1;
                             work(HELD_STORM_HOLD);
@@ -794,8 +814,7 @@ fn parked_cycle<P: Peer>(threads: usize, ops: u64) -> ParkedCycle {
             std::thread::spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 let mut histogram = Histogram::default();
-                let mut rng =
-                    0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                let mut spins = ParkedSpins::new(seed);
                 start_line.wait();
                 let started = Instant::now();
                 for op in 0..per_thread {
@@ -803,10 +822,7 @@ fn parked_cycle<P: Peer>(threads: usize, ops: u64) -> ParkedCycle {
                     {
                         let mut acquire = pin!(sem.acquire(1));
                         let parked = acquire.as_mut().poll(&mut cx).is_pending();
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        work((rng & 63) as u32);
+                        work(spins.next_spin());
                         let still = acquire.as_mut().poll(&mut cx).is_pending();
                         assert!(parked && still, "a unit held throughout was granted");
                     } // the cancel, timed with the rest
