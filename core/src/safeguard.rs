@@ -117,6 +117,11 @@ pub enum Safeguard {
     /// joins behind a `QUEUED` set by others, so nobody serves it.
     #[cfg(feature = "alloc")]
     BreakUnpublished,
+    /// A serving loop that a waker panics out of still makes the pass it owed
+    /// (a full wake batch, or service asked for meanwhile) while the panic
+    /// unwinds. Off: the requests behind the batch stay parked with their units
+    /// free until some later release or cancel serves.
+    ServesOnUnwind,
     /// A server that finds the semaphore closed mid-pass leaves the cells to
     /// the next pass's close. Off: it closes the head itself, and a drain
     /// waiter published after the close (which only a close pass may answer,

@@ -70,6 +70,38 @@ fn a_panicking_waker_does_not_strand_the_rest_of_its_batch() {
 }
 
 #[test]
+fn a_panicking_waker_in_a_full_batch_strands_nobody_behind_it() {
+    // More waiters than one wake batch holds (32): the serving loop must go on to
+    // the next batch although a waker of the first panicked out of it.
+    const WAITERS: usize = 40;
+    let sem = Semaphore::new(WAITERS);
+    let held = sem.try_acquire(WAITERS).unwrap();
+    let panicky = Waker::from(Arc::new(PanicOnWake));
+    let mut first = Box::pin(sem.acquire(1));
+    assert!(first
+        .as_mut()
+        .poll(&mut Context::from_waker(&panicky))
+        .is_pending());
+    let mut rest: Vec<_> = (1..WAITERS).map(|_| Task::new(sem.acquire(1))).collect();
+    for task in &mut rest {
+        task.pending();
+    }
+
+    let result = catch_unwind(AssertUnwindSafe(|| drop(held)));
+    assert!(result.is_err(), "the waker's panic reaches the releaser");
+    assert_eq!(sem.waiters(), 0, "every waiter was served: {sem:?}");
+    assert!(
+        rest.iter().all(|task| task.wakes() == 1),
+        "each was woken once"
+    );
+    let permits: Vec<_> = rest.iter_mut().map(|task| task.ready().unwrap()).collect();
+    assert_eq!((permits.len(), sem.available()), (WAITERS - 1, 0));
+    assert!(drive(first.as_mut(), Waker::noop()), "granted, and dropped");
+    drop(permits);
+    assert_eq!((sem.available(), sem.waiters()), (WAITERS, 0));
+}
+
+#[test]
 fn a_panicking_waker_clone_leaves_nothing_behind() {
     fn clone(_: *const ()) -> RawWaker {
         panic!("clone panicked")

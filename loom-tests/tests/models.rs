@@ -21,6 +21,7 @@ mod drain;
 mod fifo_handoff;
 #[cfg(feature = "alloc")]
 mod gate_release_order;
+mod panicking_waker;
 #[cfg(feature = "alloc")]
 mod permit_cross_thread;
 mod resize;

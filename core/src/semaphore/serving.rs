@@ -25,7 +25,8 @@
 //!    (a release with `QUEUED` set, a close, a won cancel with a unit free, a
 //!    join that found the units free or its request resolved), and a request
 //!    for service is never lost: it takes the role or sets `PENDING`, which the
-//!    holder reads when it lets go.
+//!    holder reads when it lets go; nor by a waker that panics (the pass the
+//!    holder owed is made while the panic unwinds).
 
 use super::queue::Queue;
 use super::state::{available, State, CLOSED, QUEUED, RETIRING};
@@ -218,13 +219,26 @@ impl Role {
 
     /// With the role held: serves, releases the role, wakes, and goes again while a
     /// wake batch was full or someone asked for service meanwhile.
+    ///
+    /// A waker that panics does not end the serving: the rest of its batch is
+    /// woken as the list drops, then [`ServeOnUnwind`] goes again if this loop
+    /// would have, so no request that the free units fit is left parked.
     pub(crate) fn serve_and_release(&self, state: &State, queue: &impl Queue) {
         loop {
+            // Declared before the wake list, so dropped after it on unwind.
+            let mut on_unwind = ServeOnUnwind {
+                role: self,
+                state,
+                queue,
+                again: false,
+            };
             let mut wakers = WakeList::new();
             // SAFETY: we hold the role.
             let more = unsafe { self.pass(state, queue, &mut wakers) };
             let asked = self.word.swap(0, Ordering::AcqRel) & PENDING != 0;
+            on_unwind.again = (more || asked) && Safeguard::ServesOnUnwind.on();
             wakers.wake_all();
+            on_unwind.again = false;
             if !(more || asked) || !self.take() {
                 return;
             }
@@ -310,6 +324,28 @@ impl Role {
             server.debt -= settled;
         }
         server.debt -= state.retire(server.debt);
+    }
+}
+
+/// What a serving loop still owes when a waker panics out of it: the next pass,
+/// if it was to go again (a full batch, or service asked for meanwhile). Run
+/// while the panic unwinds, after the rest of the batch was woken; its own
+/// wakers are user code too, and a second panic aborts, as any panic during an
+/// unwind does.
+struct ServeOnUnwind<'a, Q: Queue> {
+    role: &'a Role,
+    state: &'a State,
+    queue: &'a Q,
+    /// Set only while the batch is being woken, and only if the loop would go
+    /// again.
+    again: bool,
+}
+
+impl<Q: Queue> Drop for ServeOnUnwind<'_, Q> {
+    fn drop(&mut self) {
+        if self.again && self.role.take() {
+            self.role.serve_and_release(self.state, self.queue);
+        }
     }
 }
 
