@@ -7,6 +7,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
+use super::on_drop::OnDrop;
 use super::overload::{Overload, WaitLimits};
 use super::pace::Pace;
 use super::{GateAcquire, GatePermit};
@@ -176,10 +177,11 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         if let Some(estimate) = estimate {
             event = event.with_estimated_wait(estimate);
         }
-        self.observer.on_shed(&event);
+        // Before the observer, which may panic: the rule sees every shed.
         if let Some(overload) = &self.overload {
             overload.saw_shed();
         }
+        self.observer.on_shed(&event);
         GateError::Busy {
             retry_after,
             reason,
@@ -305,8 +307,9 @@ pub(crate) trait Shared: Send + Sync + 'static {
     fn now(&self) -> Duration;
 
     /// Called by a permit's drop (or `forget`), *before* its units return to the
-    /// semaphore (or leave it): counts them out of their source, records the hold
-    /// time and tells the observer.
+    /// semaphore (or leave it): records the hold time, tells the observer and
+    /// counts the units out of their source, that last even if the observer
+    /// panics.
     fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration);
 
     /// After a permit's units left the semaphore for good: tells the observer the
@@ -323,6 +326,11 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
     }
 
     fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration) {
+        // After the observer, so that inside `on_release` the units still count;
+        // on the unwind if it (or the timer) panics.
+        let _count_out = OnDrop::new(|| {
+            self.held[index].fetch_sub(units, Ordering::AcqRel);
+        });
         let held = self.timer.now().saturating_sub(admitted_at);
         self.pace.record(units, held, self.semaphore.capacity());
         self.observer
@@ -331,8 +339,6 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
             // Nobody parked: the overload rule sees an empty queue.
             self.saw_wait(Duration::ZERO, true);
         }
-        // After the observer, so that inside `on_release` the units still count.
-        self.held[index].fetch_sub(units, Ordering::AcqRel);
     }
 
     fn on_forget(&self) {
@@ -406,27 +412,42 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         }
     }
 
-    /// Wraps granted units in a gate permit, then tells the observer (after the
-    /// grant, so a gauge kept by the observer never reads above capacity).
-    /// `waited` is `None` for a grant at once, which never parked.
+    /// Counts granted units in for their source, tells the observer (after the
+    /// grant, so a gauge kept by the observer never reads above capacity), then
+    /// wraps them in a gate permit. `waited` is `None` for a grant at once, which
+    /// never parked.
+    ///
+    /// The permit is made last: should the observer panic, the units are counted
+    /// out again and return as `permit` drops, and the observer, which was told
+    /// of no permit, is not called again on the unwind.
+    ///
+    /// # Panics
+    ///
+    /// If `S`'s `Source` impl disagrees with its `ALL` (before anything is
+    /// counted), or if the observer panics (the units are back).
     pub(super) fn admit(
         &self,
         permit: crate::OwnedPermit,
         source: S,
         waited: Option<Duration>,
     ) -> GatePermit<S> {
+        let (index, label) = super::source::position_of(source);
         let (empty, waited) = (waited.is_none(), waited.unwrap_or_default());
         let admitted_at = self.inner.timer.now();
         let units = permit.units();
-        self.inner.held[source.index()].fetch_add(units, Ordering::AcqRel);
-        let shared: Arc<dyn Shared> = self.inner.clone();
-        let permit = GatePermit::new(shared, permit, source, admitted_at);
+        let held = &self.inner.held[index];
+        held.fetch_add(units, Ordering::AcqRel);
+        let count_out_on_unwind = OnDrop::new(|| {
+            held.fetch_sub(units, Ordering::AcqRel);
+        });
         self.inner
             .observer
-            .on_admit(&AdmitEvent::new(source.label(), units, waited));
+            .on_admit(&AdmitEvent::new(label, units, waited));
         // A grant at once: nobody was parked ahead (no barging).
         self.inner.saw_wait(waited, empty);
-        permit
+        count_out_on_unwind.disarm();
+        let shared: Arc<dyn Shared> = self.inner.clone();
+        GatePermit::new(shared, permit, source, index, label, admitted_at)
     }
 }
 

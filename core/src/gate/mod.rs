@@ -33,6 +33,8 @@ mod handle;
 mod lifecycle;
 mod observer;
 #[cfg(feature = "alloc")]
+mod on_drop;
+#[cfg(feature = "alloc")]
 mod overload;
 #[cfg(feature = "alloc")]
 mod pace;

@@ -17,6 +17,12 @@
 //! - Every admitted unit is reported released exactly once: by its permit's
 //!   release, or by a [`forget`](crate::GatePermit::forget) (then `on_capacity`
 //!   follows); splitting and merging permits report nothing.
+//! - A hook that panics ends the operation that called it with that panic, and
+//!   the gate's own counts (`in_use`, the units held per source, a drain's report,
+//!   the capacity) stay exact; the hooks that operation would have called after
+//!   it are skipped. A panicking `on_admit` returns the units with no
+//!   `on_release` (no permit was made); a panicking `on_release` of a `forget`
+//!   skips `on_capacity`, the units forgotten all the same.
 //! - With an overload target, `on_overload` is called once per change of the
 //!   overload state, by the thread that changed it, and that thread reads the
 //!   state again afterwards and reports it once more if a racing change reached

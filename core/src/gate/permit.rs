@@ -5,6 +5,7 @@ use core::fmt;
 use core::time::Duration;
 
 use super::handle::Shared;
+use super::on_drop::OnDrop;
 use crate::{OwnedPermit, Source};
 
 /// Units held from a [`Gate`](crate::Gate): owned, `'static`, `Send + Sync`, so it
@@ -14,7 +15,8 @@ use crate::{OwnedPermit, Source};
 /// Dropping it (or [`release`](Self::release)) reports the release to the gate's
 /// observer with the hold time, *then* returns the units, so a gauge kept by the
 /// observer never reads more units in use than the capacity. A panic in the
-/// holder's code returns the units on unwind, like any drop.
+/// holder's code returns the units on unwind, like any drop; so does a panic in
+/// the observer's `on_release`, after counting them out of the gate.
 ///
 /// [`split`](Self::split), [`merge`](Self::merge) and [`forget`](Self::forget)
 /// work as on [`Permit`](crate::Permit); the observer hears of every unit exactly
@@ -26,6 +28,10 @@ pub struct GatePermit<S: Source> {
     /// units. `None` once merged into another permit.
     permit: Option<OwnedPermit>,
     source: S,
+    /// `source`'s index in `S::ALL` and its label, checked at admission: a
+    /// release calls no `Source` code.
+    index: usize,
+    label: &'static str,
     admitted_at: Duration,
 }
 
@@ -34,12 +40,16 @@ impl<S: Source> GatePermit<S> {
         shared: Arc<dyn Shared>,
         permit: OwnedPermit,
         source: S,
+        index: usize,
+        label: &'static str,
         admitted_at: Duration,
     ) -> Self {
         Self {
             shared,
             permit: Some(permit),
             source,
+            index,
+            label,
             admitted_at,
         }
     }
@@ -83,6 +93,8 @@ impl<S: Source> GatePermit<S> {
             Arc::clone(&self.shared),
             split,
             self.source,
+            self.index,
+            self.label,
             self.admitted_at,
         ))
     }
@@ -100,22 +112,23 @@ impl<S: Source> GatePermit<S> {
         );
         let theirs = other.permit.take().expect("a live permit holds its units");
         self.shared
-            .move_held(other.source.index(), self.source.index(), theirs.units());
+            .move_held(other.index, self.index, theirs.units());
         self.inner().merge(theirs);
     }
 
     /// Keeps the units out of the gate for good: its capacity shrinks by them (a
     /// deliberate leak). The observer hears them released (they leave use), then
-    /// the new capacity.
+    /// the new capacity. Should the observer panic, the units are forgotten all
+    /// the same, and the new capacity goes unreported.
     pub fn forget(mut self) {
         let permit = self.permit.take().expect("a live permit holds its units");
-        self.shared.on_release(
-            self.source.label(),
-            self.source.index(),
-            permit.units(),
-            self.admitted_at,
-        );
-        permit.forget();
+        let units = permit.units();
+        // After the observer, and on the unwind if it panics: a forget never
+        // turns into a release.
+        let forget = OnDrop::new(move || permit.forget());
+        self.shared
+            .on_release(self.label, self.index, units, self.admitted_at);
+        drop(forget);
         self.shared.on_forget();
     }
 }
@@ -125,12 +138,8 @@ impl<S: Source> Drop for GatePermit<S> {
         if let Some(permit) = &self.permit {
             // Before the units return: `self.permit` is dropped after this returns
             // (or on unwind, should the observer panic).
-            self.shared.on_release(
-                self.source.label(),
-                self.source.index(),
-                permit.units(),
-                self.admitted_at,
-            );
+            self.shared
+                .on_release(self.label, self.index, permit.units(), self.admitted_at);
         }
     }
 }
@@ -139,7 +148,7 @@ impl<S: Source> fmt::Debug for GatePermit<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GatePermit")
             .field("units", &self.units())
-            .field("source", &self.source.label())
+            .field("source", &self.label)
             .field("held_for", &self.held_for())
             .finish()
     }

@@ -3,7 +3,11 @@
 
 /// A closed set of call-site labels.
 ///
-/// Declare one with [`sources!`](crate::sources).
+/// Declare one with [`sources!`](crate::sources). A hand-written impl must keep
+/// `ALL[s.index()] == s` (by label) for every value: a gate checks it at each
+/// admission and panics there if not, before it counts anything; a permit keeps
+/// the index and label it was admitted with, so its release calls no `Source`
+/// code.
 pub trait Source: Copy + Send + Sync + 'static {
     /// Every value of the type, in declaration order.
     const ALL: &'static [Self];
@@ -20,6 +24,26 @@ pub trait Source: Copy + Send + Sync + 'static {
             .position(|s| s.label() == label)
             .expect("a source's label is one of `ALL`'s")
     }
+}
+
+/// `source`'s position in [`Source::ALL`] and its label, checked against each
+/// other once, at admission: a permit keeps both, so neither its drop nor its
+/// release calls `Source` code, and a hand-written impl that disagrees with its
+/// `ALL` fails here, before any count is touched.
+///
+/// # Panics
+///
+/// If `ALL[source.index()]` does not have `source`'s label.
+#[cfg(feature = "alloc")]
+pub(crate) fn position_of<S: Source>(source: S) -> (usize, &'static str) {
+    let (index, label) = (source.index(), source.label());
+    assert!(
+        S::ALL.get(index).is_some_and(|s| s.label() == label),
+        "admit: the source {label:?} says its index in `Source::ALL` is {index}, which \
+         holds another label or none: a hand-written `Source` impl disagrees with its \
+         `ALL` (`admit::sources!` cannot)"
+    );
+    (index, label)
 }
 
 /// Declares a fieldless enum implementing [`Source`].
