@@ -15,13 +15,17 @@ use std::time::{Duration, Instant};
 
 use admit::ShedReason;
 use admit_benches::overload::{
-    bohde, simulate, spike, uploads, Figures, Policy, Run, Setup, RECOVERY_FLOOR, RECOVERY_HOLD,
-    SPIKE,
+    bohde, registry, retry_figures, simulate, simulate_retrying, spike, uploads, Figures, Policy,
+    RetryFigures, Run, Setup, RECOVERY_FLOOR, RECOVERY_HOLD, SPIKE,
 };
 
 /// The overload target of the upload mix.
 const TARGET: Duration = Duration::from_millis(500);
 const LOADS: [f64; 6] = [0.5, 0.8, 1.0, 1.5, 2.0, 3.0];
+/// The overload target of the registry mix.
+const REGISTRY_TARGET: Duration = Duration::from_millis(200);
+/// The registry's clients that retry after `Retry-After`.
+const REGISTRY_CLIENTS: usize = 160;
 /// `bohde/codel`'s `TargetLatency` in its simulation, and in its README's example.
 const CODEL_TARGETS: [Duration; 2] = [Duration::from_millis(1), Duration::from_millis(5)];
 
@@ -249,6 +253,8 @@ fn report(seed: u64, length: Duration) -> (String, Vec<Goal>) {
         }
     }
 
+    size(&mut out, &mut goals, seed, length);
+
     let setup: Setup = spike();
     let (start, end) = SPIKE;
     let before = (start - Duration::from_secs(60), start);
@@ -396,6 +402,105 @@ fn report(seed: u64, length: Duration) -> (String, Vec<Goal>) {
         }
     }
     (out, goals)
+}
+
+/// Whether a request that needs two units gets in as often as one that needs
+/// one: the registry mix open-loop at 2×, and closed-loop with retries.
+fn size(out: &mut String, goals: &mut Vec<Goal>, seed: u64, length: Duration) {
+    let policies = [
+        Policy::Budget,
+        Policy::Target(REGISTRY_TARGET),
+        Policy::Tower,
+    ];
+    let setup = registry(2.0, length);
+    writeln!(
+        out,
+        "## Size: the registry mix\n\n\
+         capacity 32 units; 1 unit (90 %) or 2 (10 %); holds lognormal, median 1 s, sigma 0.5; wait budget 2 s, \
+         overload target 200 ms; {} s measured after a 60 s warm-up; seed {seed}.\n\n\
+         ### Open loop at 2× (Poisson arrivals, one try each)\n",
+        length.as_secs()
+    )
+    .unwrap();
+    let runs: Vec<Run> = policies
+        .iter()
+        .map(|&p| simulate(&setup, p, seed))
+        .collect();
+    let figures: Vec<Figures> = runs
+        .iter()
+        .map(|r| r.figures(&setup, setup.warmup, setup.end()))
+        .collect();
+    let admitted = |x: &Figures, large: usize| 1.0 - x.shed[1 + large];
+    let mut table = Table::new(&runs);
+    table.each("admitted (1 unit / 2 units)", &figures, |x| {
+        format!("{} / {}", pct(admitted(x, 0)), pct(admitted(x, 1)))
+    });
+    table.each("admitted, 2 units ÷ 1 unit", &figures, |x| {
+        ratio(admitted(x, 1) / admitted(x, 0))
+    });
+    table.each("admitted wait p50 / p99", &figures, |x| {
+        format!("{} / {}", time(x.wait[0]), time(x.wait[1]))
+    });
+    table.write(out);
+    let target = &figures[1];
+    goals.push(Goal {
+        what: "size, open loop at 2×: 2-unit ÷ 1-unit admitted ≥ 0.8",
+        value: admitted(target, 1) / admitted(target, 0),
+        bound: 0.8,
+        at_least: true,
+        show: ratio,
+    });
+
+    writeln!(
+        out,
+        "### Closed loop: {REGISTRY_CLIENTS} clients, each retrying after `Retry-After` × U(0.5, 1.5) \
+         (tower: 1 s), giving up 20 s after an operation's first try\n"
+    )
+    .unwrap();
+    let figures: Vec<[RetryFigures; 2]> = policies
+        .iter()
+        .map(|&p| {
+            let operations = simulate_retrying(&setup, p, seed, REGISTRY_CLIENTS);
+            retry_figures(&operations, setup.warmup, setup.end())
+        })
+        .collect();
+    let mut table = Table::new(&runs);
+    let each = |table: &mut Table, label: &str, cell: &dyn Fn(&RetryFigures) -> String| {
+        table.row(
+            label,
+            figures
+                .iter()
+                .map(|[small, large]| format!("{} / {}", cell(small), cell(large))),
+        );
+    };
+    each(&mut table, "operations (1 unit / 2 units)", &|x| {
+        x.operations.to_string()
+    });
+    each(&mut table, "tries admitted", &|x| pct(x.tries_admitted));
+    each(&mut table, "operations that got in within 20 s", &|x| {
+        pct(x.got_in)
+    });
+    each(&mut table, "first try to admission, p50", &|x| {
+        time(x.to_admission[0])
+    });
+    each(&mut table, "first try to admission, p99", &|x| {
+        time(x.to_admission[1])
+    });
+    table.row(
+        "operations that got in, 2 units ÷ 1 unit",
+        figures
+            .iter()
+            .map(|[small, large]| ratio(large.got_in / small.got_in)),
+    );
+    table.write(out);
+    let [small, large] = figures[1];
+    goals.push(Goal {
+        what: "size, closed loop: 2-unit ÷ 1-unit operations that got in ≥ 0.8",
+        value: large.got_in / small.got_in,
+        bound: 0.8,
+        at_least: true,
+        show: ratio,
+    });
 }
 
 fn main() {

@@ -83,6 +83,10 @@ pub enum Mix {
     /// 1 unit (80 %) or 4 (20 %), held for a lognormal time: median 2 s, sigma 1
     /// (mean 2·e^0.5 ≈ 3.30 s).
     Uploads,
+    /// 1 unit (90 %) or 2 (10 %), held for a lognormal time: median 1 s, sigma
+    /// 0.5 (mean e^0.125 ≈ 1.13 s). A registry's sessions: an upload holds one
+    /// unit, a mount or a packument rebuild two.
+    Registry,
     /// 1 unit; once admitted, the request queues (FIFO) for one single-threaded
     /// server and holds its unit until served, in an exponential time of mean
     /// `service`: the `bohde/codel` simulation's model.
@@ -100,9 +104,23 @@ impl Mix {
                 let units = if rng.unit() <= 0.8 { 1 } else { 4 };
                 (units, Duration::from_secs_f64(2.0 * rng.normal().exp()))
             }
+            Mix::Registry => {
+                let units = if rng.unit() <= 0.9 { 1 } else { 2 };
+                (units, Duration::from_secs_f64((0.5 * rng.normal()).exp()))
+            }
             Mix::SingleServer { service } => {
                 (1, Duration::from_secs_f64(rng.exp(service.as_secs_f64())))
             }
+        }
+    }
+
+    /// The largest request of the mix: the gate's `max_units`.
+    #[must_use]
+    pub fn max_units(self) -> usize {
+        match self {
+            Mix::Uploads => 4,
+            Mix::Registry => 2,
+            Mix::SingleServer { .. } => 1,
         }
     }
 
@@ -113,6 +131,7 @@ impl Mix {
     pub fn rate(self, load: f64, capacity: usize) -> f64 {
         match self {
             Mix::Uploads => load * capacity as f64 / (1.6 * 2.0 * 0.5f64.exp()),
+            Mix::Registry => load * capacity as f64 / (1.1 * 0.125f64.exp()),
             Mix::SingleServer { service } => load / service.as_secs_f64(),
         }
     }
@@ -295,7 +314,7 @@ type Server = Rc<tokio::sync::Mutex<()>>;
 /// What an admitted request does before it releases its units.
 async fn work(mix: Mix, server: &Server, work: Duration) {
     match mix {
-        Mix::Uploads => tokio::time::sleep(work).await,
+        Mix::Uploads | Mix::Registry => tokio::time::sleep(work).await,
         Mix::SingleServer { .. } => {
             let _serving = server.lock().await;
             tokio::time::sleep(work).await;
@@ -336,7 +355,7 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
             Policy::Budget | Policy::Target(_) => {
                 let (min, max) = (Duration::from_secs(1), Duration::from_secs(60));
                 let mut builder = admit_tokio::gate::<Site>(setup.capacity)
-                    .max_units(4.min(setup.capacity))
+                    .max_units(setup.mix.max_units().min(setup.capacity))
                     .wait_budget(up(setup.budget))
                     .retry_after_bounds(up(min), up(max));
                 if let Some(max) = setup.max_waiters {
@@ -448,6 +467,189 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
             overload_changes,
         }
     })
+}
+
+/// One operation of a client that retries: its size, and how its tries went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Operation {
+    /// The units it asks for.
+    pub units: usize,
+    /// Its first try, from the start of the run.
+    pub first_try: Duration,
+    /// Tries made, the admitted one included.
+    pub tries: usize,
+    /// From the first try to the grant; `None` if the client gave up.
+    pub admitted_after: Option<Duration>,
+}
+
+/// Runs `setup` closed-loop: `clients` clients, each doing one operation after
+/// another (drawn from the mix, no pause between them) until the arrivals' end.
+/// A shed client sleeps its `Retry-After` (tower gives none: 1 s) times a draw
+/// of U(0.5, 1.5) and tries again, or gives up once that would take it past
+/// `setup.give_up` from the operation's first try. The clients start spread
+/// over the first second.
+///
+/// # Panics
+///
+/// If the gate answers other than with a permit or `Busy`.
+#[must_use]
+pub fn simulate_retrying(
+    setup: &Setup,
+    policy: Policy,
+    seed: u64,
+    clients: usize,
+) -> Vec<Operation> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let start = Instant::now();
+        let end = setup.end();
+        let operations: Rc<RefCell<Vec<Operation>>> = Rc::default();
+        let try_once = admission(setup, policy);
+        let mut tasks = Vec::with_capacity(clients);
+        for client in 0..clients {
+            let (try_once, operations) = (Rc::clone(&try_once), Rc::clone(&operations));
+            let (mix, give_up) = (setup.mix, setup.give_up);
+            let mut rng = Rng::new(seed ^ (client as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+            tasks.push(tokio::task::spawn_local(async move {
+                tokio::time::sleep(Duration::from_secs_f64(rng.unit())).await;
+                while start.elapsed() < end {
+                    let (units, hold) = mix.draw(&mut rng);
+                    let first_try = start.elapsed();
+                    let mut tries = 0;
+                    let admitted_after = loop {
+                        tries += 1;
+                        match try_once(units, hold).await {
+                            Ok(granted) => break Some(granted - start - first_try),
+                            Err(retry_after) => {
+                                let pause = retry_after.mul_f64(0.5 + rng.unit());
+                                if start.elapsed() + pause - first_try > give_up {
+                                    break None;
+                                }
+                                tokio::time::sleep(pause).await;
+                            }
+                        }
+                    };
+                    operations.borrow_mut().push(Operation {
+                        units,
+                        first_try,
+                        tries,
+                        admitted_after,
+                    });
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("a client's task");
+        }
+        let mut operations = operations.borrow().clone();
+        operations.sort_by_key(|o| o.first_try);
+        operations
+    })
+}
+
+/// One try at admission for `units` that, if admitted, holds them for the
+/// given time: when it was granted, or the `Retry-After` to wait before the
+/// next try.
+type TryOnce =
+    Rc<dyn Fn(usize, Duration) -> Pin<Box<dyn Future<Output = Result<Instant, Duration>>>>>;
+
+/// The admission control of `policy`, as one try of a retrying client.
+fn admission(setup: &Setup, policy: Policy) -> TryOnce {
+    match policy {
+        Policy::Budget | Policy::Target(_) => {
+            let mut builder = admit_tokio::gate::<Site>(setup.capacity)
+                .max_units(setup.mix.max_units().min(setup.capacity))
+                .wait_budget(setup.budget)
+                .retry_after_bounds(Duration::from_secs(1), Duration::from_secs(60));
+            if let Some(max) = setup.max_waiters {
+                builder = builder.max_waiters(max);
+            }
+            if let Policy::Target(target) = policy {
+                builder = builder.overload_target(target);
+            }
+            let gate = builder.build().expect("a valid gate");
+            Rc::new(move |units, hold| {
+                let gate = gate.clone();
+                Box::pin(async move {
+                    match gate.acquire(units, Site::Upload).await {
+                        Ok(permit) => {
+                            let granted = Instant::now();
+                            tokio::time::sleep(hold).await;
+                            drop(permit);
+                            Ok(granted)
+                        }
+                        Err(GateError::Busy { retry_after, .. }) => Err(retry_after),
+                        Err(other) => panic!("the gate answered {other:?}"),
+                    }
+                })
+            })
+        }
+        Policy::Tower => {
+            let limited = ServiceBuilder::new()
+                .load_shed()
+                .concurrency_limit(setup.capacity)
+                .service(tower::service_fn(|hold: Duration| async move {
+                    tokio::time::sleep(hold).await;
+                    Ok::<_, Infallible>(())
+                }));
+            Rc::new(move |units, hold| {
+                let limited = limited.clone();
+                Box::pin(async move {
+                    // One slot per unit, all at this instant or none.
+                    let granted = Instant::now();
+                    let mut calls = Vec::with_capacity(units);
+                    for _ in 0..units {
+                        let mut slot = limited.clone();
+                        let ready = slot.ready().await.expect("LoadShed is always ready");
+                        calls.push(Box::pin(ready.call(hold)));
+                    }
+                    match all_ok(calls).await {
+                        Ok(()) => Ok(granted),
+                        Err(_) => Err(Duration::from_secs(1)),
+                    }
+                })
+            })
+        }
+    }
+}
+
+/// Per size (`[1 unit, larger]`), over the operations whose first try came in
+/// `[from, to)` and that ended: the share of tries admitted, the share of
+/// operations that got in, and the p50 and p99 from the first try to the grant.
+#[must_use]
+pub fn retry_figures(operations: &[Operation], from: Duration, to: Duration) -> [RetryFigures; 2] {
+    [false, true].map(|large| {
+        let ops: Vec<&Operation> = operations
+            .iter()
+            .filter(|o| o.first_try >= from && o.first_try < to && (o.units > 1) == large)
+            .collect();
+        let tries: usize = ops.iter().map(|o| o.tries).sum();
+        let mut admitted: Vec<Duration> = ops.iter().filter_map(|o| o.admitted_after).collect();
+        RetryFigures {
+            operations: ops.len(),
+            tries_admitted: admitted.len() as f64 / tries.max(1) as f64,
+            got_in: admitted.len() as f64 / ops.len().max(1) as f64,
+            to_admission: [0.5, 0.99].map(|q| quantile(&mut admitted, q)),
+        }
+    })
+}
+
+/// What [`retry_figures`] gives for one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryFigures {
+    /// Operations counted.
+    pub operations: usize,
+    /// Tries admitted, over every try.
+    pub tries_admitted: f64,
+    /// Operations admitted, over every operation.
+    pub got_in: f64,
+    /// First try to the grant, p50 and p99, of the admitted.
+    pub to_admission: [Option<Duration>; 2],
 }
 
 /// Polls every future until all succeed, or until the first error, which drops
@@ -563,7 +765,9 @@ impl Run {
             };
             let released = granted + held;
             let (a, weight) = match setup.mix {
-                Mix::Uploads => (granted, r.request.units as f64 / setup.capacity as f64),
+                Mix::Uploads | Mix::Registry => {
+                    (granted, r.request.units as f64 / setup.capacity as f64)
+                }
                 Mix::SingleServer { .. } => (released.saturating_sub(r.request.work), 1.0),
             };
             busy += released.min(to).saturating_sub(a.max(from)).as_secs_f64() * weight;
@@ -776,6 +980,18 @@ pub fn uploads(load: f64, length: Duration) -> Setup {
     }
 }
 
+/// The registry mix ([`Mix::Registry`]) at a steady `load` on 32 units with a
+/// wait budget of 2 s, for `length` after a warm-up of 60 s.
+#[must_use]
+pub fn registry(load: f64, length: Duration) -> Setup {
+    Setup {
+        capacity: 32,
+        budget: Duration::from_secs(2),
+        mix: Mix::Registry,
+        ..uploads(load, length)
+    }
+}
+
 /// The upload mix at 0.8× for 120 s, 1.4× for 60 s, then 0.8× for 120 s.
 #[must_use]
 pub fn spike() -> Setup {
@@ -842,6 +1058,24 @@ mod tests {
             "{target:?}\n{fixed:?}"
         );
         assert!(target.utilisation > 0.95, "{target:?}");
+    }
+
+    /// The size rule: at twice the load a 2-unit request gets in about as often
+    /// as a 1-unit one, open-loop and with clients that retry; the fixed
+    /// budget, whose limit is one edge for every size, does not.
+    #[test]
+    fn at_twice_the_load_a_two_unit_request_gets_in_as_often_as_a_one_unit_one() {
+        let setup = registry(2.0, Duration::from_secs(60));
+        let target = Policy::Target(Duration::from_millis(200));
+        let admitted = |x: &Figures| (1.0 - x.shed[2]) / (1.0 - x.shed[1]);
+        let (fixed, with_target) = (run(&setup, Policy::Budget), run(&setup, target));
+        assert!(admitted(&fixed) < 0.7, "{fixed:?}");
+        assert!(admitted(&with_target) > 0.9, "{with_target:?}");
+
+        let operations = simulate_retrying(&setup, target, 7, 160);
+        let [small, large] = retry_figures(&operations, setup.warmup, setup.end());
+        assert!(large.got_in / small.got_in > 0.9, "{small:?} {large:?}");
+        assert!(large.operations > 50, "{large:?}");
     }
 
     #[test]

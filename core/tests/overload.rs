@@ -136,6 +136,88 @@ fn a_large_request_is_judged_by_its_size() {
     let _small = park(&gate, 1);
 }
 
+/// What a newcomer of `units` gets at its first poll: `true` if it parks
+/// (then it is dropped, leaving the queue as it was), `false` if it is shed at
+/// arrival as hopeless.
+fn parks(gate: &TestGate, units: usize) -> bool {
+    let mut w = Box::pin(gate.acquire(units, Src::Publish));
+    match poll(w.as_mut()) {
+        Poll::Pending => true,
+        Poll::Ready(Err(e)) if e.shed_reason() == Some(ShedReason::Hopeless) => false,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn while_overloaded_a_request_is_judged_as_the_largest_would_be() {
+    // Capacity 4, requests of 1 or 2 units (`max_units` 2), every permit held
+    // 200 ms: a full gate returns a unit per 50 ms. A cap of 200 ms, less 50 ms
+    // for a 1-unit request (the unit it asks for fewer than the largest).
+    let timer = ManualTimer::new();
+    let gate: TestGate = Gate::builder(4)
+        .wait_budget(BUDGET)
+        .max_units(2)
+        .overload_target(TARGET)
+        .retry_after_bounds(ms(1), Duration::from_secs(60))
+        .timer(timer.clone())
+        .observer(Recorder::new())
+        .build()
+        .unwrap();
+    let all = [take(&gate, 2), take(&gate, 2)];
+    timer.advance(ms(200));
+    drop(all);
+    // A standing queue: every 50 ms the oldest permit (held 200 ms) is released,
+    // the head (parked 150 ms) granted, and a newcomer parks behind two others.
+    let mut held: std::collections::VecDeque<_> = (0..4).map(|_| take(&gate, 1)).collect();
+    let mut queue: std::collections::VecDeque<_> = (0..3).map(|_| park(&gate, 1)).collect();
+    let step = |held: &mut std::collections::VecDeque<GatePermit<Src>>,
+                queue: &mut std::collections::VecDeque<Waiting<'_>>| {
+        timer.advance(ms(50));
+        held.pop_front();
+        let mut head = queue.pop_front().unwrap();
+        let Poll::Ready(Ok(permit)) = poll(head.as_mut()) else {
+            panic!("the head is granted at its turn")
+        };
+        held.push_back(permit);
+    };
+    for _ in 0..20 {
+        step(&mut held, &mut queue);
+        queue.push_back(park(&gate, 1));
+    }
+    assert!(gate.is_overloaded(), "waits of 150 ms stood for 1 s");
+    step(&mut held, &mut queue);
+
+    // Two units queued: a 1-unit newcomer would wait 150 ms, a 2-unit one
+    // 200 ms; each is at its own cap, and both park. With one more unit queued
+    // both would wait 50 ms past it: both are shed (one cap for all would shed
+    // the 2-unit request and park the 1-unit one).
+    assert_eq!((parks(&gate, 1), parks(&gate, 2)), (true, true));
+    let filler = park(&gate, 1);
+    assert_eq!(
+        (parks(&gate, 1), parks(&gate, 2)),
+        (false, false),
+        "judged alike at the same queue"
+    );
+    drop(filler);
+
+    // The 2-unit request that parks gets in: after the two ahead of it, the
+    // next two units that come back are its own, at its cap.
+    let mut large = Box::pin(gate.acquire(2, Src::Mirror));
+    assert!(poll(large.as_mut()).is_pending());
+    for _ in 0..2 {
+        step(&mut held, &mut queue);
+    }
+    timer.advance(ms(50));
+    held.pop_front();
+    assert!(poll(large.as_mut()).is_pending(), "one unit is not enough");
+    timer.advance(ms(50));
+    held.pop_front();
+    let Poll::Ready(Ok(permit)) = poll(large.as_mut()) else {
+        panic!("the 2-unit request is granted at its cap")
+    };
+    assert_eq!(permit.units(), 2);
+}
+
 #[test]
 fn a_ceiling_below_the_estimate_is_hopeless_too() {
     let (gate, timer, rec) = gate(1);

@@ -58,8 +58,8 @@
 //! state (the shortest wait of each interval, seen at every admission, parked
 //! shed and release with nobody parked; entered above the target, left after two
 //! intervals in a row that saw the queue empty: a grant at once, a release with
-//! nobody parked), the limits on a wait (the cap of twice the target while
-//! overloaded) and the looks at them (a waiter's sleep fires at the cap, then once
+//! nobody parked), the limits on a wait (the cap while overloaded: twice the
+//! target, less what a request's size takes off it) and the looks at them (a waiter's sleep fires at the cap, then once
 //! a recheck, which the wake-up counts check). So it predicts each `Hopeless` shed at
 //! arrival and `Overload` shed after parking, every `on_overload`, the
 //! `Retry-After` of every shed, and `is_overloaded()` and `estimated_wait()` after
@@ -932,7 +932,7 @@ impl<'g> GateHarness<'g> {
         let hopeless = self.codel.is_some()
             && self
                 .estimate(units)
-                .is_some_and(|e| e > self.longest_now(max_wait));
+                .is_some_and(|e| e > self.longest_now(units, max_wait));
         if max_wait.is_zero() {
             Some(limit_reason)
         } else if hopeless {
@@ -942,9 +942,23 @@ impl<'g> GateHarness<'g> {
         }
     }
 
-    fn longest_now(&self, max_wait: Duration) -> Duration {
+    /// The cap on a wait of `units` while overloaded: twice the target, less
+    /// the time the units it asks for fewer than `max_units` take to come back
+    /// to a full gate (nothing before the first release), never below the
+    /// target.
+    fn cap(&self, c: &ModelCodel, units: usize) -> Duration {
+        let deduction = self.pace.mean.map_or(Duration::ZERO, |mean| {
+            micros_of(
+                f64::from(mean) * self.max_units.saturating_sub(units) as f64
+                    / self.capacity.max(1) as f64,
+            )
+        });
+        (c.target * 2).saturating_sub(deduction).max(c.target)
+    }
+
+    fn longest_now(&self, units: usize, max_wait: Duration) -> Duration {
         match &self.codel {
-            Some(c) if c.overloaded => max_wait.min(c.target * 2),
+            Some(c) if c.overloaded => max_wait.min(self.cap(c, units)),
             _ => max_wait,
         }
     }
@@ -953,6 +967,7 @@ impl<'g> GateHarness<'g> {
     /// waited `waited` must end now, if it must.
     fn expired(
         &self,
+        units: usize,
         max_wait: Duration,
         limit_reason: ShedReason,
         waited: Duration,
@@ -961,7 +976,7 @@ impl<'g> GateHarness<'g> {
             return Some(limit_reason);
         }
         match &self.codel {
-            Some(c) if c.overloaded && waited >= c.target * 2 => Some(ShedReason::Overload),
+            Some(c) if c.overloaded && waited >= self.cap(c, units) => Some(ShedReason::Overload),
             _ => None,
         }
     }
@@ -969,11 +984,11 @@ impl<'g> GateHarness<'g> {
     /// The next look of a waiter that has waited `waited` and not expired: its
     /// limit, the cap, or past the cap one recheck (the target, at least a
     /// sixteenth of the limit) later.
-    fn next_look(&self, max_wait: Duration, waited: Duration) -> Duration {
+    fn next_look(&self, units: usize, max_wait: Duration, waited: Duration) -> Duration {
         let Some(c) = &self.codel else {
             return max_wait;
         };
-        let cap = c.target * 2;
+        let cap = self.cap(c, units);
         if cap >= max_wait {
             max_wait
         } else if waited < cap {
@@ -1047,7 +1062,7 @@ impl<'g> GateHarness<'g> {
         let expired_for = if phase == Phase::Fresh {
             None
         } else {
-            self.expired(max_wait, limit_reason, waited)
+            self.expired(units, max_wait, limit_reason, waited)
         };
         let expired = expired_for.is_some();
         // At the first poll of a request that parks: shed at once, and why.
@@ -1139,7 +1154,7 @@ impl<'g> GateHarness<'g> {
                 if !fired && !refused && !self.closed && !fits && at_arrival.is_none() =>
             {
                 let now = self.now;
-                let look_at = self.next_look(max_wait, Duration::ZERO);
+                let look_at = self.next_look(units, max_wait, Duration::ZERO);
                 let w = &mut self.waiters[i];
                 w.phase = Phase::Parked;
                 w.start = now;
@@ -1191,8 +1206,8 @@ impl<'g> GateHarness<'g> {
             }
             (Phase::Parked, Poll::Pending) if !fired && !expired => {
                 // A look that came due arms the next one.
-                let next =
-                    (waited >= self.waiters[i].look_at).then(|| self.next_look(max_wait, waited));
+                let next = (waited >= self.waiters[i].look_at)
+                    .then(|| self.next_look(units, max_wait, waited));
                 let w = &mut self.waiters[i];
                 if let Some(next) = next {
                     w.look_at = next;

@@ -123,7 +123,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     /// How long this call may wait: the wait budget, or the ceiling if shorter.
     #[must_use]
     pub fn max_wait(&self) -> Duration {
-        self.gate.inner.wait_limits(self.ceiling).limit
+        self.gate.inner.wait_limits(self.units, self.ceiling).limit
     }
 }
 
@@ -222,7 +222,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
             return Poll::Ready(Err(self.shed_at_arrival(ShedReason::QueueFull)));
         };
         self.slot = Some(slot);
-        let limits = inner.wait_limits(self.ceiling);
+        let limits = inner.wait_limits(self.units, self.ceiling);
         if let Some(reason) = limits.expired(Duration::ZERO) {
             // A zero ceiling, the caller's own limit: shed now, named for it. It
             // never waited, so the overload rule sees no wait.
@@ -265,7 +265,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
             // SAFETY: structural pinning, see `poll`.
             let fired = unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready();
             let waited = inner.timer.now().saturating_sub(start);
-            let limits = inner.wait_limits(self.ceiling);
+            let limits = inner.wait_limits(self.units, self.ceiling);
             if let Some(reason) = limits.expired(waited) {
                 return Some(reason);
             }

@@ -111,6 +111,11 @@ impl<S, T, O> GateBuilder<S, T, O> {
     /// goes below it. A request above it is refused at once with
     /// [`GateError::ExceedsMaxUnits`](crate::GateError::ExceedsMaxUnits), even
     /// while the capacity would fit it: it could fail after the next resize.
+    ///
+    /// With an [`overload_target`](Self::overload_target), smaller requests are
+    /// capped as the largest would be (see [Overload](Gate#overload)): set it to
+    /// the largest request made, not above, or every smaller one is capped sooner
+    /// than it need be.
     pub fn max_units(mut self, max_units: usize) -> Self {
         self.max_units = max_units;
         self
@@ -133,7 +138,8 @@ impl<S, T, O> GateBuilder<S, T, O> {
     /// Turns on overload control (default: off): `target` is the standing wait
     /// the gate tolerates. Once the shortest wait over an interval stayed above
     /// it, the gate is overloaded, until two intervals in a row in which its queue
-    /// was seen empty, and meanwhile caps every wait at twice the target; with or
+    /// was seen empty, and meanwhile caps every wait at twice the target (less a
+    /// smaller request's share, see [`max_units`](Self::max_units)); with or
     /// without overload, a request that by the gate's estimate could not be
     /// admitted within the most it may wait is shed at arrival. See
     /// [Overload](Gate#overload). Must be more than zero and below the wait budget.

@@ -31,7 +31,7 @@ use crate::{
 /// | outlives its [`ceiling`](GateAcquire::ceiling), shorter than the budget | [`GateError::Busy`] | `on_shed`, [`Ceiling`](ShedReason::Ceiling) |
 /// | is a [`try_acquire`](Gate::try_acquire) that finds the units taken | [`GateError::Busy`] at once | `on_shed`, [`NoWait`](ShedReason::NoWait) |
 /// | would park with [`max_waiters`](crate::GateBuilder::max_waiters) parked already | [`GateError::Busy`] at once | `on_shed`, [`QueueFull`](ShedReason::QueueFull) |
-/// | waits twice the overload target while the gate is overloaded | [`GateError::Busy`] | `on_shed`, [`Overload`](ShedReason::Overload) |
+/// | waits twice the overload target (less a smaller request's share) while the gate is overloaded | [`GateError::Busy`] | `on_shed`, [`Overload`](ShedReason::Overload) |
 /// | could not be admitted within the most it may wait, by the estimate | [`GateError::Busy`] at once | `on_shed`, [`Hopeless`](ShedReason::Hopeless) |
 /// | sees its [`until`](GateAcquire::until) signal fire first | [`GateError::Cancelled`] | nothing |
 /// | is dropped | — | nothing |
@@ -53,7 +53,10 @@ use crate::{
 ///   until two intervals in a row in which its queue was seen empty; a burst that drains
 ///   within the interval is not a standing queue;
 /// - while overloaded, nobody waits longer than twice the target
-///   ([`ShedReason::Overload`]);
+///   ([`ShedReason::Overload`]); a request smaller than
+///   [`max_units`](crate::GateBuilder::max_units) is capped sooner, by the time the
+///   units it asks for fewer take to come back (never below the target), so that
+///   under a standing queue every size gets in as often as the largest;
 /// - a request whose estimated wait ([`Gate::estimated_wait`]) is longer than the
 ///   most it may wait (its budget, ceiling, or the cap while overloaded) is shed at
 ///   arrival, in microseconds, without parking ([`ShedReason::Hopeless`]).
@@ -209,21 +212,30 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         Ok(())
     }
 
-    /// The limits on a wait of at most the wait budget, or `ceiling` if that is
-    /// shorter.
-    pub(crate) fn wait_limits(&self, ceiling: Option<Duration>) -> WaitLimits<'_> {
+    /// The limits on a wait for `units` of at most the wait budget, or
+    /// `ceiling` if that is shorter.
+    pub(crate) fn wait_limits(&self, units: usize, ceiling: Option<Duration>) -> WaitLimits<'_> {
         let (limit, limit_reason) = match ceiling {
             Some(ceiling) if ceiling < self.wait_budget => (ceiling, ShedReason::Ceiling),
             _ => (self.wait_budget, ShedReason::WaitBudget),
         };
-        let recheck = self
-            .overload
-            .as_ref()
-            .map_or(limit, |overload| overload.target().max(limit / 16));
+        let (recheck, size_deduction) = match &self.overload {
+            None => (limit, Duration::ZERO),
+            Some(overload) => (
+                overload.target().max(limit / 16),
+                self.pace
+                    .time_for(
+                        self.max_units.saturating_sub(units),
+                        self.semaphore.capacity(),
+                    )
+                    .unwrap_or_default(),
+            ),
+        };
         WaitLimits {
             limit,
             limit_reason,
             overload: self.overload.as_ref(),
+            size_deduction,
             recheck,
         }
     }

@@ -236,7 +236,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         inner.check_units(units)?;
         let started = Instant::now();
         let ceiling = deadline.map(|deadline| deadline.saturating_duration_since(started));
-        let limits = inner.wait_limits(ceiling);
+        let limits = inner.wait_limits(units, ceiling);
         let thread = crate::semaphore::ThreadWaker::new();
         let mut acquire =
             alloc::boxed::Box::pin(alloc::sync::Arc::clone(&inner.semaphore).acquire_owned(units));

@@ -38,13 +38,31 @@
 //! # The limits
 //!
 //! While overloaded, no request waits longer than [`cap`](Overload::cap), twice
-//! the target (folly's "slough timeout", Breakwater's drop threshold): a request
-//! parked that long is shed with [`ShedReason::Overload`]. At arrival, a request
-//! whose estimated wait is longer than the most it could wait (its budget or
-//! ceiling, and the cap while overloaded) is shed at once with
-//! [`ShedReason::Hopeless`]. FIFO order is the semaphore's and stays: nothing
-//! admitted is revoked, and nobody is served out of turn.
+//! the target (folly's "slough timeout", Breakwater's drop threshold), less its
+//! size deduction (below): a request parked that long is shed with
+//! [`ShedReason::Overload`]. At arrival, a request whose estimated wait is longer
+//! than the most it could wait (its budget or ceiling, and the cap while
+//! overloaded) is shed at once with [`ShedReason::Hopeless`]. FIFO order is the
+//! semaphore's and stays: nothing admitted is revoked, and nobody is served out of
+//! turn.
 //!
+//! # Size
+//!
+//! Under a standing queue the waits stand at the edge of the limit that sheds,
+//! and a request of `k` units, at the head, waits for `k − 1` more units to come
+//! back than a request of one: one limit for all sheds the larger far more often
+//! (a 2-unit request got in half as often as a 1-unit one at twice the capacity,
+//! docs/overload.md). So the cap is the largest request's: a request of `k` units
+//! is capped at twice the target less the time the `max_units − k` units it asks
+//! for fewer than the largest take to come back to a full gate
+//! ([`WaitLimits::size_deduction`], never below the target), and the test at
+//! arrival measures it against that cap. Every request is then judged as the
+//! largest would be, at the same queue, and nobody waits past twice the target.
+//! The request's own limits (the wait budget, its ceiling) take nothing off: the
+//! budget is the most any caller waits, and without a target the gate behaves as
+//! it always has. `max_units` is what makes this right: declared above the
+//! largest request any call site makes, it shortens every cap for nothing.
+
 //! # Advisory state
 //!
 //! As the pace's: nothing here counts units. A stale read of the state or of the
@@ -198,6 +216,11 @@ pub(crate) struct WaitLimits<'a> {
     /// [`ShedReason::Ceiling`].
     pub(crate) limit_reason: ShedReason,
     pub(crate) overload: Option<&'a Overload>,
+    /// With an overload target: what the request's size takes off the cap, the
+    /// time the units it asks for fewer than `max_units` take to come back to a
+    /// full gate (zero for the largest request, and before the first release).
+    /// See [Size](self#size).
+    pub(crate) size_deduction: Duration,
     /// With an overload target: how often a request parked past the cap looks
     /// again whether the gate has become overloaded: the target, or a sixteenth
     /// of the limit if longer, so a wait looks at most 16 more times.
@@ -205,10 +228,19 @@ pub(crate) struct WaitLimits<'a> {
 }
 
 impl WaitLimits<'_> {
+    /// The cap on this request's wait while overloaded: twice the target, less
+    /// its size deduction, and never below the target.
+    fn cap(&self, overload: &Overload) -> Duration {
+        overload
+            .cap()
+            .saturating_sub(self.size_deduction)
+            .max(overload.target())
+    }
+
     /// The most a request arriving now may wait.
     pub(crate) fn longest_now(&self) -> Duration {
         match self.overload {
-            Some(overload) if overload.is_overloaded() => self.limit.min(overload.cap()),
+            Some(overload) if overload.is_overloaded() => self.limit.min(self.cap(overload)),
             _ => self.limit,
         }
     }
@@ -219,7 +251,7 @@ impl WaitLimits<'_> {
             return Some(self.limit_reason);
         }
         match self.overload {
-            Some(overload) if overload.is_overloaded() && waited >= overload.cap() => {
+            Some(overload) if overload.is_overloaded() && waited >= self.cap(overload) => {
                 Some(ShedReason::Overload)
             }
             _ => None,
@@ -233,7 +265,7 @@ impl WaitLimits<'_> {
         let Some(overload) = self.overload else {
             return self.limit;
         };
-        let cap = overload.cap();
+        let cap = self.cap(overload);
         if cap >= self.limit {
             self.limit
         } else if waited < cap {
@@ -372,6 +404,7 @@ mod tests {
             limit: ms(1000),
             limit_reason: ShedReason::WaitBudget,
             overload: Some(&o),
+            size_deduction: Duration::ZERO,
             recheck: ms(300),
         };
         assert_eq!(limits.longest_now(), ms(1000));
@@ -395,5 +428,22 @@ mod tests {
         };
         assert_eq!(tight.next_look(ms(0)), ms(150), "a ceiling below the cap");
         assert_eq!(tight.expired(ms(150)), Some(ShedReason::Ceiling));
+        let small = WaitLimits {
+            size_deduction: ms(30),
+            ..limits
+        };
+        assert_eq!(
+            small.longest_now(),
+            ms(170),
+            "the cap, less the size's deduction"
+        );
+        assert_eq!(small.expired(ms(169)), None);
+        assert_eq!(small.expired(ms(170)), Some(ShedReason::Overload));
+        assert_eq!(small.next_look(ms(0)), ms(170));
+        let tiny = WaitLimits {
+            size_deduction: ms(150),
+            ..limits
+        };
+        assert_eq!(tiny.longest_now(), ms(100), "never below the target");
     }
 }
