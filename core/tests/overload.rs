@@ -409,7 +409,7 @@ impl std::task::Wake for Flag {
 #[test]
 fn a_burst_that_drains_within_the_interval_is_not_a_standing_queue() {
     let (gate, timer, rec) = gate(4);
-    pace(&gate, &timer, ms(1000)); // interval: one mean hold, 1 s
+    pace(&gate, &timer, ms(1000)); // a mean hold of 1 s: an interval of 2 s
     let mut held: Vec<_> = (0..4).map(|_| take(&gate, 1)).collect();
     let mut burst: Vec<_> = (0..4).map(|_| park(&gate, 1)).collect();
     // The burst drains in 4 × 100 ms; its last waits (300, 400 ms) are past the
