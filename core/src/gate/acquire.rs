@@ -7,7 +7,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use super::handle::ParkedSlot;
+use super::inner::ParkedSlot;
 use crate::{
     AcquireError, AcquireOwned, Gate, GateError, GatePermit, Observer, ShedReason, Source, Timer,
 };
@@ -157,10 +157,7 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         // SAFETY: structural pinning, see above.
         let signal = unsafe { Pin::new_unchecked(&mut this.signal) };
         if signal.poll(cx).is_ready() {
-            this.acquire = None; // returns any units granted meanwhile
-            this.sleep = None;
-            this.slot = None;
-            this.state = State::Done;
+            this.finish(); // returns any units granted meanwhile
             return Poll::Ready(Err(GateError::Cancelled));
         }
 
@@ -178,27 +175,18 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         let polled = unsafe { Pin::new_unchecked(acquire) }.poll(cx);
         match polled {
             Poll::Ready(Ok(permit)) => {
-                this.acquire = None;
-                this.sleep = None;
-                this.slot = None;
-                this.state = State::Done;
+                this.finish();
                 let waited = start.map(|s| inner.timer.now().saturating_sub(s));
                 Poll::Ready(Ok(gate.admit(permit, this.source, waited)))
             }
             Poll::Ready(Err(AcquireError::Closed)) => {
-                this.acquire = None;
-                this.sleep = None;
-                this.slot = None;
-                this.state = State::Done;
+                this.finish();
                 Poll::Ready(Err(GateError::Closed))
             }
             Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
                 // At the first poll, or later when the capacity was lowered below
                 // the request: not a shed.
-                this.acquire = None;
-                this.sleep = None;
-                this.slot = None;
-                this.state = State::Done;
+                this.finish();
                 Poll::Ready(Err(GateError::ExceedsCapacity(e)))
             }
             Poll::Pending => match start {
@@ -213,24 +201,37 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
 }
 
 impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
-    /// The first poll found no units: take a place among the parked (or shed at
-    /// once if `max_waiters` are parked already, or if the wait is hopeless),
-    /// start the clock and arm the first look at the deadline.
+    /// Out of the queue and done: the semaphore's acquire (returning any units
+    /// granted meanwhile), the look at the deadline and the place among the
+    /// parked are let go of.
+    fn finish(&mut self) {
+        self.acquire = None;
+        self.sleep = None;
+        self.slot = None;
+        self.state = State::Done;
+    }
+
+    /// The first poll found no units: take a place among the parked (or be shed
+    /// at arrival, [`Inner::park`](super::inner::Inner::park)), start the clock
+    /// and arm the first look at the deadline.
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<Result<GatePermit<S>, GateError>> {
         let inner = &self.gate.inner;
-        let Some(slot) = inner.take_parked_slot(self.units) else {
-            return Poll::Ready(Err(self.shed_at_arrival(ShedReason::QueueFull)));
+        let limits = match inner.park(self.units, self.ceiling) {
+            Ok((slot, limits)) => {
+                self.slot = Some(slot);
+                limits
+            }
+            // It never waited, so the overload rule sees no wait.
+            Err(reason) => {
+                self.finish();
+                return Poll::Ready(Err(inner.shed(
+                    self.source.label(),
+                    self.units,
+                    Duration::ZERO,
+                    reason,
+                )));
+            }
         };
-        self.slot = Some(slot);
-        let limits = inner.wait_limits(self.units, self.ceiling);
-        if let Some(reason) = limits.expired(Duration::ZERO) {
-            // A zero ceiling, the caller's own limit: shed now, named for it. It
-            // never waited, so the overload rule sees no wait.
-            return Poll::Ready(Err(self.shed_at_arrival(reason)));
-        }
-        if inner.is_hopeless(&limits) {
-            return Poll::Ready(Err(self.shed_at_arrival(ShedReason::Hopeless)));
-        }
         let now = inner.timer.now();
         self.state = State::Parked { start: now };
         self.arm(now, Duration::ZERO, limits.next_look(Duration::ZERO));
@@ -278,29 +279,13 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
         }
     }
 
-    /// Shed before parking: out of the queue first, so the estimate excludes us.
-    fn shed_at_arrival(&mut self, reason: ShedReason) -> GateError {
-        self.acquire = None;
-        self.sleep = None;
-        self.slot = None;
-        self.state = State::Done;
-        self.gate
-            .inner
-            .shed(self.source.label(), self.units, Duration::ZERO, reason)
-    }
-
-    /// The wait ended with the caller still here: leave the queue, then count one
-    /// shed and say when to retry.
+    /// The wait ended with the caller still here: leave the queue (so the
+    /// estimate excludes us), then count one shed and say when to retry.
     fn shed(&mut self, start: Duration, reason: ShedReason) -> GateError {
-        self.acquire = None; // out of the queue first, so the estimate excludes us
-        self.sleep = None;
-        self.slot = None;
-        self.state = State::Done;
+        self.finish();
         let inner = &self.gate.inner;
         let waited = inner.timer.now().saturating_sub(start);
-        let error = inner.shed(self.source.label(), self.units, waited, reason);
-        inner.saw_wait(waited, false);
-        error
+        inner.shed_parked(self.source.label(), self.units, waited, reason)
     }
 }
 

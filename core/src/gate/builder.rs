@@ -6,7 +6,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use super::handle::Inner;
+use super::inner::Inner;
 use super::overload::Overload;
 use super::pace::Pace;
 use crate::loom::sync::AtomicUsize;

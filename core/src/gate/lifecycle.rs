@@ -228,7 +228,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         source: S,
         deadline: Option<std::time::Instant>,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
-        use crate::{AcquireError, GateError, ShedReason};
+        use crate::{AcquireError, GateError};
         use std::time::Instant;
 
         crate::semaphore::assert_nonzero(units);
@@ -236,15 +236,14 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         inner.check_units(units)?;
         let started = Instant::now();
         let ceiling = deadline.map(|deadline| deadline.saturating_duration_since(started));
-        let limits = inner.wait_limits(units, ceiling);
         let thread = crate::semaphore::ThreadWaker::new();
         let mut acquire =
             alloc::boxed::Box::pin(alloc::sync::Arc::clone(&inner.semaphore).acquire_owned(units));
-        let mut slot = None;
+        let mut parked = None;
         loop {
             match thread.poll(acquire.as_mut()) {
                 Poll::Ready(Ok(permit)) => {
-                    let waited = slot.take().map(|_| started.elapsed());
+                    let waited = parked.take().map(|_| started.elapsed());
                     return Ok(self.admit(permit, source, waited));
                 }
                 Poll::Ready(Err(AcquireError::Closed)) => return Err(GateError::Closed),
@@ -253,31 +252,21 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 }
                 Poll::Pending => {}
             }
-            if slot.is_none() {
-                // Parked: as `acquire` parks, out of the queue before any shed.
-                let reason = match inner.take_parked_slot(units) {
-                    None => Some(ShedReason::QueueFull),
-                    Some(taken) => {
-                        slot = Some(taken);
-                        // A deadline already past, the caller's own limit, first.
-                        limits
-                            .expired(Duration::ZERO)
-                            .or_else(|| inner.is_hopeless(&limits).then_some(ShedReason::Hopeless))
+            let (_, limits) = match &parked {
+                Some(parked) => parked,
+                None => match inner.park(units, ceiling) {
+                    Ok(taken) => parked.insert(taken),
+                    Err(reason) => {
+                        drop(acquire);
+                        return Err(inner.shed(source.label(), units, Duration::ZERO, reason));
                     }
-                };
-                if let Some(reason) = reason {
-                    drop(acquire);
-                    drop(slot);
-                    return Err(inner.shed(source.label(), units, Duration::ZERO, reason));
-                }
-            }
+                },
+            };
             let waited = started.elapsed();
             if let Some(reason) = limits.expired(waited) {
                 drop(acquire);
-                drop(slot);
-                let error = inner.shed(source.label(), units, waited, reason);
-                inner.saw_wait(waited, false);
-                return Err(error);
+                drop(parked);
+                return Err(inner.shed_parked(source.label(), units, waited, reason));
             }
             thread.park(Some(started + limits.next_look(waited)));
         }

@@ -26,9 +26,13 @@ mod acquire;
 #[cfg(feature = "alloc")]
 mod builder;
 mod capacity;
+#[cfg(feature = "std")]
+mod cgroup;
 mod error;
 #[cfg(feature = "alloc")]
 mod handle;
+#[cfg(feature = "alloc")]
+mod inner;
 #[cfg(feature = "alloc")]
 mod lifecycle;
 mod observer;
@@ -49,7 +53,7 @@ pub use acquire::GateAcquire;
 pub use builder::{GateBuilder, NoTimer, MAX_WAIT_BUDGET, MIN_WAIT_BUDGET};
 pub use capacity::Capacity;
 #[cfg(feature = "std")]
-pub use capacity::{memory_limit_in, memory_limit_of, process_memory_limit};
+pub use cgroup::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
 pub use handle::Gate;

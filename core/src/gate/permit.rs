@@ -4,7 +4,7 @@ use alloc::sync::Arc;
 use core::fmt;
 use core::time::Duration;
 
-use super::handle::Shared;
+use super::inner::Shared;
 use super::on_drop::OnDrop;
 use crate::{OwnedPermit, Source};
 
