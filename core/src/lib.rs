@@ -69,7 +69,7 @@ pub use gate::{__label_count, __label_is_snake_case};
 pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{
     whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, GateError, Observer,
-    OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
+    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
 };
 #[cfg(feature = "alloc")]
 pub use gate::{
@@ -99,6 +99,7 @@ const _: fn() = || {
     check::<GateError>();
     check::<ConfigError>();
     check::<ShedReason>();
+    check::<Priority>();
     check::<StartEvent<'_>>();
     check::<AdmitEvent>();
     check::<ReleaseEvent>();

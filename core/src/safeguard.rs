@@ -117,6 +117,11 @@ pub enum Safeguard {
     /// joins behind a `QUEUED` set by others, so nobody serves it.
     #[cfg(feature = "alloc")]
     BreakUnpublished,
+    /// A shed counts its request doomed before the CAS that resolves it, so
+    /// that the owner, who counts it out once it reads `SHED`, never takes the
+    /// count below zero. Off: counted after the CAS.
+    #[cfg(feature = "alloc")]
+    DoomBeforeShed,
     /// A serving loop that a waker panics out of still makes the pass it owed
     /// (a full wake batch, or service asked for meanwhile) while the panic
     /// unwinds. Off: the requests behind the batch stay parked with their units

@@ -73,6 +73,7 @@ fn gate_errors_read_as_an_operator_would_want() {
             "admission gate busy: max_waiters requests were already parked; retry after 2s",
             "admission gate busy: the gate is overloaded and the wait reached its cap; retry after 2s",
             "admission gate busy: the estimated wait was longer than the wait allowed; retry after 2s",
+            "admission gate busy: shed while parked for a request of a higher priority; retry after 2s",
         ]
     );
     assert_eq!(
@@ -207,7 +208,8 @@ fn shed_reasons_have_stable_labels() {
             "no_wait",
             "queue_full",
             "overload",
-            "hopeless"
+            "hopeless",
+            "outranked"
         ]
     );
 }

@@ -167,12 +167,14 @@ mod tests {
                     upload_sessions_shed_total{source=\"upload\",reason=\"queue_full\"} 1\n\
                     upload_sessions_shed_total{source=\"upload\",reason=\"overload\"} 0\n\
                     upload_sessions_shed_total{source=\"upload\",reason=\"hopeless\"} 5\n\
+                    upload_sessions_shed_total{source=\"upload\",reason=\"outranked\"} 0\n\
                     upload_sessions_shed_total{reason=\"wait_budget\",source=\"mirror\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"ceiling\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"no_wait\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"queue_full\"} 2\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"overload\"} 1\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"hopeless\"} 0\n\
+                    upload_sessions_shed_total{source=\"mirror\",reason=\"outranked\"} 0\n\
                     upload_sessions_units_in_use 2\n\
                     upload_sessions_hold_seconds_bucket{le=\"+Inf\"} 5\n";
         let s = Scrape::parse(page.to_owned());
@@ -188,7 +190,7 @@ mod tests {
         assert_eq!(s.shed_total_by_reason(ShedReason::Hopeless), Some(5.0));
         assert_eq!(s.shed_total_sum(), Some(12.0));
         assert_eq!(s.metric("units_in_use"), Some(2.0));
-        assert_eq!(s.excerpt().len(), 13);
+        assert_eq!(s.excerpt().len(), 15);
         let only_upload = Scrape::parse(
             "upload_sessions_shed_total{source=\"upload\",reason=\"wait_budget\"} 3\n".into(),
         );

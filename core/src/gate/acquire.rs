@@ -8,8 +8,9 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use super::inner::ParkedSlot;
+use crate::semaphore::{RankedAcquire, Refusal};
 use crate::{
-    AcquireError, AcquireOwned, Gate, GateError, GatePermit, Observer, ShedReason, Source, Timer,
+    AcquireError, Gate, GateError, GatePermit, Observer, Priority, ShedReason, Source, Timer,
 };
 
 /// The future of [`Gate::acquire`]: a [`GatePermit`], or why not.
@@ -38,10 +39,11 @@ pub struct GateAcquire<'a, S, T: Timer, O, F = Pending<()>> {
     gate: &'a Gate<S, T, O>,
     units: usize,
     source: S,
+    priority: Priority,
     ceiling: Option<Duration>,
     state: State,
     /// Pinned (structurally): the semaphore's acquire, once polled.
-    acquire: Option<AcquireOwned>,
+    acquire: Option<RankedAcquire>,
     /// Pinned (structurally): the next look at the deadline, once parked.
     sleep: Option<T::Sleep>,
     /// The wait, counted from parking, at which `sleep` fires.
@@ -68,6 +70,7 @@ impl<'a, S: Source, T: Timer, O: Observer> GateAcquire<'a, S, T, O> {
             gate,
             units,
             source,
+            priority: source.priority(),
             ceiling: None,
             state: State::Idle,
             acquire: None,
@@ -98,6 +101,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
             gate: self.gate,
             units: self.units,
             source: self.source,
+            priority: self.priority,
             ceiling: self.ceiling,
             state: self.state,
             acquire: self.acquire,
@@ -108,10 +112,24 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
         }
     }
 
+    /// Sets the request's priority class (the source's
+    /// [`priority`](Source::priority) by default): when the gate must shed
+    /// someone, it sheds the lowest class first. See [Priority](Gate#priority).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
     /// The units asked for.
     #[must_use]
     pub fn units(&self) -> usize {
         self.units
+    }
+
+    /// The priority class asked for.
+    #[must_use]
+    pub fn priority_class(&self) -> Priority {
+        self.priority
     }
 
     /// The call site.
@@ -124,6 +142,36 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     #[must_use]
     pub fn max_wait(&self) -> Duration {
         self.gate.inner.wait_limits(self.units, self.ceiling).limit
+    }
+}
+
+impl<S: Source, T: Timer, O: Observer> GateAcquire<'_, S, T, O> {
+    /// Takes the units now if they are free and nobody is parked ahead; never
+    /// waits: [`Gate::try_acquire`] with this acquire's priority (a ceiling
+    /// has nothing to cap).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Gate::try_acquire`].
+    pub fn try_now(self) -> Result<GatePermit<S>, GateError> {
+        self.gate.take_now(self.units, self.source, self.priority)
+    }
+
+    /// Blocks the thread until the units are granted, in the same FIFO queue as
+    /// async callers, for at most the wait budget or this acquire's ceiling (on
+    /// the system clock): [`Gate::acquire_blocking`] with this acquire's
+    /// priority and ceiling.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Gate::acquire_blocking`].
+    #[cfg(feature = "std")]
+    pub fn blocking(self) -> Result<GatePermit<S>, GateError> {
+        let deadline = self
+            .ceiling
+            .and_then(|ceiling| std::time::Instant::now().checked_add(ceiling));
+        self.gate
+            .block(self.units, self.source, self.priority, deadline)
     }
 }
 
@@ -168,26 +216,31 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         };
 
         // 3. The semaphore.
-        let acquire = this
-            .acquire
-            .get_or_insert_with(|| Arc::clone(&inner.semaphore).acquire_owned(this.units));
+        let acquire = this.acquire.get_or_insert_with(|| {
+            Arc::clone(&inner.semaphore).acquire_ranked(this.units, this.priority.rank())
+        });
         // SAFETY: structural pinning, see above.
         let polled = unsafe { Pin::new_unchecked(acquire) }.poll(cx);
         match polled {
             Poll::Ready(Ok(permit)) => {
                 this.finish();
                 let waited = start.map(|s| inner.timer.now().saturating_sub(s));
-                Poll::Ready(Ok(gate.admit(permit, this.source, waited)))
+                Poll::Ready(Ok(gate.admit(permit, this.source, this.priority, waited)))
             }
-            Poll::Ready(Err(AcquireError::Closed)) => {
+            Poll::Ready(Err(Refusal::Error(AcquireError::Closed))) => {
                 this.finish();
                 Poll::Ready(Err(GateError::Closed))
             }
-            Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
+            Poll::Ready(Err(Refusal::Error(AcquireError::ExceedsCapacity(e)))) => {
                 // At the first poll, or later when the capacity was lowered below
                 // the request: not a shed.
                 this.finish();
                 Poll::Ready(Err(GateError::ExceedsCapacity(e)))
+            }
+            // Shed while parked, for a request of a higher class.
+            Poll::Ready(Err(Refusal::Shed)) => {
+                let start = start.expect("only a parked request is shed");
+                Poll::Ready(Err(this.shed(start, ShedReason::Outranked)))
             }
             Poll::Pending => match start {
                 None => this.park(cx),
@@ -216,7 +269,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
     /// and arm the first look at the deadline.
     fn park(&mut self, cx: &mut Context<'_>) -> Poll<Result<GatePermit<S>, GateError>> {
         let inner = &self.gate.inner;
-        let limits = match inner.park(self.units, self.ceiling) {
+        let limits = match inner.park(self.units, self.priority, self.ceiling) {
             Ok((slot, limits)) => {
                 self.slot = Some(slot);
                 limits
@@ -227,6 +280,7 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
                 return Poll::Ready(Err(inner.shed(
                     self.source.label(),
                     self.units,
+                    self.priority,
                     Duration::ZERO,
                     reason,
                 )));
@@ -285,7 +339,13 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
         self.finish();
         let inner = &self.gate.inner;
         let waited = inner.timer.now().saturating_sub(start);
-        inner.shed_parked(self.source.label(), self.units, waited, reason)
+        inner.shed_parked(
+            self.source.label(),
+            self.units,
+            self.priority,
+            waited,
+            reason,
+        )
     }
 }
 

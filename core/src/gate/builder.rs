@@ -244,14 +244,14 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
     pub fn build(self) -> Result<Gate<S, T, O>, ConfigError> {
         let capacity = self.validate()?;
         let inner = Arc::new(Inner {
-            semaphore: Arc::new(Semaphore::new(capacity)),
+            semaphore: Arc::new(Semaphore::with_shedding(capacity)),
             timer: self.timer,
             observer: self.observer,
             wait_budget: self.wait_budget,
             max_units: self.max_units,
             max_waiters: self.max_waiters,
             parked: AtomicUsize::new(0),
-            queued_units: AtomicUsize::new(0),
+            queued_units: core::array::from_fn(|_| AtomicUsize::new(0)),
             held: S::ALL.iter().map(|_| AtomicUsize::new(0)).collect(),
             pace: Pace::new(),
             overload: self.overload_target.map(Overload::new),

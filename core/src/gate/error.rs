@@ -89,6 +89,7 @@ impl fmt::Display for GateError {
                     ShedReason::QueueFull => "max_waiters requests were already parked",
                     ShedReason::Overload => "the gate is overloaded and the wait reached its cap",
                     ShedReason::Hopeless => "the estimated wait was longer than the wait allowed",
+                    ShedReason::Outranked => "shed while parked for a request of a higher priority",
                 };
                 write!(
                     f,

@@ -11,6 +11,8 @@ use core::time::Duration;
 use super::inner::{Inner, Shared};
 use super::on_drop::OnDrop;
 use super::overload::Overload;
+use super::permit::Admission;
+use super::priority::Priority;
 use super::{GateAcquire, GatePermit};
 use crate::loom::sync::Ordering;
 use crate::{AdmitEvent, GateError, Observer, ShedReason, Source, Timer, TryAcquireError};
@@ -31,6 +33,7 @@ use crate::{AdmitEvent, GateError, Observer, ShedReason, Source, Timer, TryAcqui
 /// | would park with [`max_waiters`](crate::GateBuilder::max_waiters) parked already | [`GateError::Busy`] at once | `on_shed`, [`QueueFull`](ShedReason::QueueFull) |
 /// | waits twice the overload target (less a smaller request's share) while the gate is overloaded | [`GateError::Busy`] | `on_shed`, [`Overload`](ShedReason::Overload) |
 /// | could not be admitted within the most it may wait, by the estimate | [`GateError::Busy`] at once | `on_shed`, [`Hopeless`](ShedReason::Hopeless) |
+/// | is parked when a request of a higher [`Priority`] needs its place | [`GateError::Busy`] | `on_shed`, [`Outranked`](ShedReason::Outranked) |
 /// | sees its [`until`](GateAcquire::until) signal fire first | [`GateError::Cancelled`] | nothing |
 /// | is dropped | — | nothing |
 /// | asks for more than [`max_units`](crate::GateBuilder::max_units) | [`GateError::ExceedsMaxUnits`] at once | nothing |
@@ -63,6 +66,34 @@ use crate::{AdmitEvent, GateError, Observer, ShedReason, Source, Timer, TryAcqui
 /// nothing admitted is revoked and nobody is served out of turn.
 /// [`is_overloaded`](Gate::is_overloaded) and [`Observer::on_overload`] say when
 /// the rule holds. The rule and its interval are argued in docs/design.md.
+///
+/// # Priority
+///
+/// Each acquire has a [`Priority`] class: its source's
+/// ([`Source::priority`], set in [`sources!`](crate::sources) with `as`), or
+/// the one [`GateAcquire::priority`] sets. Priority never reorders the queue:
+/// one FIFO serves every class while nobody is shed. It decides **who is shed**
+/// when the gate is about to shed someone, the lowest class first, waiters
+/// already parked included:
+///
+/// - a request that finds [`max_waiters`](crate::GateBuilder::max_waiters)
+///   parked takes the place of the oldest request of the lowest class parked
+///   below its own; with nobody below it, it is shed
+///   ([`QueueFull`](ShedReason::QueueFull));
+/// - with an [`overload_target`](crate::GateBuilder::overload_target), a request
+///   that would wait past the target (or past the most it may wait) behind
+///   requests of lower classes has enough of them shed, the lowest class and
+///   the oldest first, to wait the target; and it is hopeless only if it could
+///   not be admitted even with every lower class shed. Not only while
+///   overloaded: a spike of low-priority requests fills the queue long before
+///   the rule sees a standing queue.
+///
+/// A parked request shed for a higher class ends with [`GateError::Busy`] and
+/// [`ShedReason::Outranked`], counted once, when it is next polled (a client
+/// that leaves first is counted nowhere). The shed loses to a grant: a request
+/// the units fit is granted, and keeps them. The `Retry-After` of a shed says
+/// when its class would get in: it counts the queue at and above the class. The
+/// observer's events carry the class ([`AdmitEvent::priority`](crate::AdmitEvent::priority), ...).
 ///
 /// # Retry-After
 ///
@@ -163,14 +194,26 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     ///
     /// If `units == 0`.
     pub fn try_acquire(&self, units: usize, source: S) -> Result<GatePermit<S>, GateError> {
+        self.acquire(units, source).try_now()
+    }
+
+    /// The one `try_acquire`, of `priority`.
+    pub(super) fn take_now(
+        &self,
+        units: usize,
+        source: S,
+        priority: Priority,
+    ) -> Result<GatePermit<S>, GateError> {
         self.inner.check_max_units(units)?;
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
-            Ok(permit) => Ok(self.admit(permit, source, None)),
-            Err(TryAcquireError::NoUnits) => {
-                Err(self
-                    .inner
-                    .shed(source.label(), units, Duration::ZERO, ShedReason::NoWait))
-            }
+            Ok(permit) => Ok(self.admit(permit, source, priority, None)),
+            Err(TryAcquireError::NoUnits) => Err(self.inner.shed(
+                source.label(),
+                units,
+                priority,
+                Duration::ZERO,
+                ShedReason::NoWait,
+            )),
             Err(TryAcquireError::ExceedsCapacity(e)) => Err(GateError::ExceedsCapacity(e)),
             Err(TryAcquireError::Closed) => Err(GateError::Closed),
         }
@@ -193,6 +236,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         &self,
         permit: crate::OwnedPermit,
         source: S,
+        priority: Priority,
         waited: Option<Duration>,
     ) -> GatePermit<S> {
         let (index, label) = super::source::position_of(source);
@@ -206,12 +250,18 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         });
         self.inner
             .observer
-            .on_admit(&AdmitEvent::new(label, units, waited));
+            .on_admit(&AdmitEvent::new(label, units, waited).with_priority(priority));
         // A grant at once: nobody was parked ahead (no barging).
         self.inner.saw_wait(waited, empty);
         count_out_on_unwind.disarm();
         let shared: Arc<dyn Shared> = self.inner.clone();
-        GatePermit::new(shared, permit, source, index, label, admitted_at)
+        let admission = Admission {
+            index,
+            label,
+            priority,
+            at: admitted_at,
+        };
+        GatePermit::new(shared, permit, source, admission)
     }
 }
 
@@ -254,11 +304,12 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.max_units
     }
 
-    /// The `retry_after` a [`GateError::Busy`] for a request of `units` would
-    /// carry now; see [Retry-After](Gate#retry-after).
+    /// The `retry_after` a [`GateError::Busy`] for a request of `units` of the
+    /// lowest class would carry now (a higher class waits behind fewer); see
+    /// [Retry-After](Gate#retry-after).
     #[must_use]
     pub fn retry_after(&self, units: usize) -> Duration {
-        self.inner.retry_after(units)
+        self.inner.retry_after(units, Priority::Sheddable)
     }
 
     /// The configured `Retry-After` bounds, `(min, max)`.

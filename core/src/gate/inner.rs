@@ -11,7 +11,10 @@ use core::time::Duration;
 use super::on_drop::OnDrop;
 use super::overload::{Overload, WaitLimits};
 use super::pace::Pace;
+use super::permit::Admission;
+use super::priority::Priority;
 use crate::loom::sync::{AtomicUsize, Ordering};
+use crate::semaphore::shedding::RANKS;
 use crate::{
     CapacityEvent, GateError, Observer, OverloadEvent, ReleaseEvent, Semaphore, ShedEvent,
     ShedReason, Timer,
@@ -28,9 +31,10 @@ pub(crate) struct Inner<T, O> {
     pub(crate) max_waiters: Option<usize>,
     /// Acquires of this gate parked right now (counted only with `max_waiters`).
     pub(crate) parked: AtomicUsize,
-    /// Units asked for by the acquires of this gate parked right now: the queue
-    /// ahead of a newcomer, for the estimate (advisory, see `pace`).
-    pub(crate) queued_units: AtomicUsize,
+    /// Units asked for by the acquires of this gate parked right now, per
+    /// priority rank ([`Priority::rank`]): the queue ahead of a newcomer, for
+    /// the estimate (advisory, see `pace`), and what a higher class may shed.
+    pub(crate) queued_units: [AtomicUsize; RANKS],
     /// Units held by permits, per source index: what a drain reports as cut.
     pub(crate) held: Box<[AtomicUsize]>,
     pub(crate) pace: Pace,
@@ -40,42 +44,73 @@ pub(crate) struct Inner<T, O> {
 }
 
 impl<T: Timer, O: Observer> Inner<T, O> {
-    /// How long a request of `units` arriving now would wait: until the units
-    /// queued now and its own, less the free ones, have come back at the pace (see
-    /// [the estimate](super::pace)); `None` before the first release.
-    pub(crate) fn estimated_wait(&self, units: usize) -> Option<Duration> {
-        let deficit = self
-            .queued_units
+    /// Units parked of `rank`, less those on their way out (shed for a higher
+    /// class, or asked to be).
+    fn parked_of(&self, rank: usize) -> usize {
+        self.queued_units[rank]
             .load(Ordering::Relaxed)
-            .saturating_add(units)
-            .saturating_sub(self.semaphore.available());
-        self.pace.time_for(deficit, self.semaphore.capacity())
+            .saturating_sub(self.semaphore.shed_pending(rank as u8))
     }
 
-    /// The `Retry-After` for a request of `units` shed now: its estimated wait
-    /// within the bounds, the lower bound before any estimate.
+    /// Units parked of `priority` and every class above it: what a request of
+    /// that class waits behind, once the classes below are shed for it.
+    fn parked_at_or_above(&self, priority: Priority) -> usize {
+        (usize::from(priority.rank())..RANKS)
+            .map(|rank| self.parked_of(rank))
+            .sum()
+    }
+
+    /// The units a request of `units` and `priority` arriving now waits for
+    /// beyond the free ones: the queue it waits behind and its own.
+    fn deficit(&self, units: usize, priority: Priority) -> usize {
+        self.parked_at_or_above(priority)
+            .saturating_add(units)
+            .saturating_sub(self.semaphore.available())
+    }
+
+    /// How long a request of `units` arriving now would wait behind every
+    /// class: until the units queued now and its own, less the free ones, have
+    /// come back at the pace (see [the estimate](super::pace)); `None` before
+    /// the first release.
+    pub(crate) fn estimated_wait(&self, units: usize) -> Option<Duration> {
+        self.estimated_wait_of(units, Priority::Sheddable)
+    }
+
+    /// As [`estimated_wait`](Self::estimated_wait), for a request of `priority`,
+    /// which waits behind its own class and those above it.
+    fn estimated_wait_of(&self, units: usize, priority: Priority) -> Option<Duration> {
+        self.pace
+            .time_for(self.deficit(units, priority), self.semaphore.capacity())
+    }
+
+    /// The `Retry-After` for a request shed now whose estimated wait is
+    /// `estimate`: within the bounds, the lower bound before any estimate.
     fn retry_after_for(&self, estimate: Option<Duration>) -> Duration {
         let (min, max) = self.retry_after_bounds;
         estimate.map_or(min, |wait| wait.clamp(min, max))
     }
 
-    /// The `Retry-After` a shed of `units` would carry now.
-    pub(crate) fn retry_after(&self, units: usize) -> Duration {
-        self.retry_after_for(self.estimated_wait(units))
+    /// The `Retry-After` a shed of `units` of `priority` would carry now: when
+    /// its class would get in.
+    pub(crate) fn retry_after(&self, units: usize, priority: Priority) -> Duration {
+        self.retry_after_for(self.estimated_wait_of(units, priority))
     }
 
     /// Tells the observer of a shed and returns the error the caller gets. Called
-    /// once the caller has left the queue, so the estimate is a newcomer's.
+    /// once the caller has left the queue, so the estimate is a newcomer's of
+    /// its class.
     pub(crate) fn shed(
         &self,
         source: &'static str,
         units: usize,
+        priority: Priority,
         waited: Duration,
         reason: ShedReason,
     ) -> GateError {
-        let estimate = self.estimated_wait(units);
+        let estimate = self.estimated_wait_of(units, priority);
         let retry_after = self.retry_after_for(estimate);
-        let mut event = ShedEvent::new(source, units, waited, reason, retry_after);
+        let mut event =
+            ShedEvent::new(source, units, waited, reason, retry_after).with_priority(priority);
         if let Some(estimate) = estimate {
             event = event.with_estimated_wait(estimate);
         }
@@ -139,36 +174,65 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         }
     }
 
-    /// With an overload target, whether a request that has just parked (its units
-    /// counted among the queued) cannot be admitted within the most it may wait.
-    fn is_hopeless(&self, limits: &WaitLimits<'_>) -> bool {
-        self.overload.is_some()
-            && self
-                .estimated_wait(0)
-                .is_some_and(|wait| wait > limits.longest_now())
-    }
-
-    /// A request of `units` the semaphore could not grant at once parks: it
-    /// takes a place among the parked and its limits, or is told why it is shed
-    /// at arrival, in this order: the queue is full (`max_waiters`), its own
-    /// limit is zero (a zero ceiling), or it is hopeless by the estimate. On a
-    /// shed its place is given back first, so the shed's estimate is a
+    /// A request of `units` and `priority` the semaphore could not grant at
+    /// once parks: it takes a place among the parked and its limits, or is told
+    /// why it is shed at arrival, in this order: the queue is full
+    /// (`max_waiters`) with nobody of a lower class parked, its own limit is
+    /// zero (a zero ceiling), or it is hopeless by the estimate even with every
+    /// lower class shed for it. Lower classes are shed for it (the lowest
+    /// first) when the queue is full, and, with an overload target, when it
+    /// would wait past the target behind them ([Priority](crate::Gate#priority)).
+    /// On a shed its place is given back first, so the shed's estimate is a
     /// newcomer's. The one protocol of the async and the blocking acquire.
     pub(crate) fn park(
         &self,
         units: usize,
+        priority: Priority,
         ceiling: Option<Duration>,
     ) -> Result<(ParkedSlot<'_>, WaitLimits<'_>), ShedReason> {
-        let slot = self.take_parked_slot(units).ok_or(ShedReason::QueueFull)?;
+        let slot = self.take_parked_slot(units, priority)?;
         let limits = self.wait_limits(units, ceiling);
         // The caller's own limit first: named for it, not for the estimate.
         if let Some(reason) = limits.expired(Duration::ZERO) {
             return Err(reason);
         }
-        if self.is_hopeless(&limits) {
+        let Some(overload) = &self.overload else {
+            return Ok((slot, limits));
+        };
+        // Its own units are counted among the queued already.
+        let longest = limits.longest_now();
+        if self
+            .estimated_wait_of(0, priority)
+            .is_some_and(|wait| wait > longest)
+        {
+            // Shedding every class below would not bring it in.
             return Err(ShedReason::Hopeless);
         }
+        // Behind the lower classes past the target (or past the most it may
+        // wait): shed the lowest of them first, enough to be within it.
+        let goal = overload.target().min(longest);
+        if let Some(goal) = self.pace.units_within(goal, self.semaphore.capacity()) {
+            let behind_all = self.deficit(0, Priority::Sheddable);
+            self.shed_below(priority, behind_all.saturating_sub(goal));
+        }
         Ok((slot, limits))
+    }
+
+    /// Asks the semaphore to shed up to `units` of parked requests of classes
+    /// below `priority`, the lowest class first, of what is parked there and
+    /// not on its way out already.
+    fn shed_below(&self, priority: Priority, units: usize) {
+        let mut left = units;
+        for rank in 0..usize::from(priority.rank()) {
+            if left == 0 {
+                return;
+            }
+            let take = left.min(self.parked_of(rank));
+            if take != 0 {
+                self.semaphore.shed(rank as u8, take);
+                left -= take;
+            }
+        }
     }
 
     /// Sheds a request that parked for `waited`, once it has left the queue:
@@ -177,10 +241,11 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         &self,
         source: &'static str,
         units: usize,
+        priority: Priority,
         waited: Duration,
         reason: ShedReason,
     ) -> GateError {
-        let error = self.shed(source, units, waited, reason);
+        let error = self.shed(source, units, priority, waited, reason);
         self.saw_wait(waited, false);
         error
     }
@@ -208,26 +273,50 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         }
     }
 
-    /// Takes a place among the parked for a request of `units`, if `max_waiters`
-    /// leaves one (always, without a bound). `None`: the queue is full.
-    fn take_parked_slot(&self, units: usize) -> Option<ParkedSlot<'_>> {
+    /// Takes a place among the parked for a request of `units` and
+    /// `priority`, if `max_waiters` leaves one (always, without a bound). A full
+    /// queue sheds the oldest request of the lowest class parked below
+    /// `priority`, and this one takes its place (for as long as that request's
+    /// owner takes to see it, the queue holds one more); with nobody below, it
+    /// is `QueueFull`.
+    fn take_parked_slot(
+        &self,
+        units: usize,
+        priority: Priority,
+    ) -> Result<ParkedSlot<'_>, ShedReason> {
         let counted = match self.max_waiters {
             None => None,
             Some(max) => {
-                self.parked
+                let free = self
+                    .parked
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                         (n < max).then_some(n + 1)
                     })
-                    .ok()?;
+                    .is_ok();
+                if !free {
+                    let lowest = (0..usize::from(priority.rank()))
+                        .find(|&rank| self.parked_of(rank) != 0)
+                        .ok_or(ShedReason::QueueFull)?;
+                    self.semaphore.shed(lowest as u8, 1);
+                    self.parked.fetch_add(1, Ordering::AcqRel);
+                }
                 Some(&self.parked)
             }
         };
-        self.queued_units.fetch_add(units, Ordering::Relaxed);
-        Some(ParkedSlot {
+        let queued = &self.queued_units[usize::from(priority.rank())];
+        queued.fetch_add(units, Ordering::Relaxed);
+        Ok(ParkedSlot {
             counted,
-            queued_units: &self.queued_units,
+            queued_units: queued,
             units,
         })
+    }
+
+    /// Whether any acquire of this gate is parked.
+    fn anyone_parked(&self) -> bool {
+        self.queued_units
+            .iter()
+            .any(|queued| queued.load(Ordering::Relaxed) != 0)
     }
 }
 
@@ -258,7 +347,7 @@ pub(crate) trait Shared: Send + Sync + 'static {
     /// semaphore (or leave it): records the hold time, tells the observer and
     /// counts the units out of their source, that last even if the observer
     /// panics.
-    fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration);
+    fn on_release(&self, admission: Admission, units: usize);
 
     /// After a permit's units left the semaphore for good: tells the observer the
     /// capacity now.
@@ -273,17 +362,18 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
         self.timer.now()
     }
 
-    fn on_release(&self, source: &'static str, index: usize, units: usize, admitted_at: Duration) {
+    fn on_release(&self, admission: Admission, units: usize) {
         // After the observer, so that inside `on_release` the units still count;
         // on the unwind if it (or the timer) panics.
         let _count_out = OnDrop::new(|| {
-            self.held[index].fetch_sub(units, Ordering::AcqRel);
+            self.held[admission.index].fetch_sub(units, Ordering::AcqRel);
         });
-        let held = self.timer.now().saturating_sub(admitted_at);
+        let held = self.timer.now().saturating_sub(admission.at);
         self.pace.record(units, held, self.semaphore.capacity());
-        self.observer
-            .on_release(&ReleaseEvent::new(source, units, held));
-        if self.overload.is_some() && self.queued_units.load(Ordering::Relaxed) == 0 {
+        self.observer.on_release(
+            &ReleaseEvent::new(admission.label, units, held).with_priority(admission.priority),
+        );
+        if self.overload.is_some() && !self.anyone_parked() {
             // Nobody parked: the overload rule sees an empty queue.
             self.saw_wait(Duration::ZERO, true);
         }

@@ -162,7 +162,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         units: usize,
         source: S,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
-        self.block(units, source, None)
+        self.acquire(units, source).blocking()
     }
 
     /// [`acquire_blocking`](Self::acquire_blocking) that also gives up at
@@ -203,7 +203,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         source: S,
         deadline: std::time::Instant,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
-        self.block(units, source, Some(deadline))
+        self.block(units, source, source.priority(), Some(deadline))
     }
 
     /// [`drain`](Self::drain) for a thread: closes the gate and blocks until every
@@ -222,13 +222,16 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         }
     }
 
-    fn block(
+    /// The one blocking acquire, of `priority`.
+    pub(super) fn block(
         &self,
         units: usize,
         source: S,
+        priority: crate::Priority,
         deadline: Option<std::time::Instant>,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
-        use crate::{AcquireError, GateError};
+        use crate::semaphore::Refusal;
+        use crate::{AcquireError, GateError, ShedReason};
         use std::time::Instant;
 
         crate::semaphore::assert_nonzero(units);
@@ -237,36 +240,42 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         let started = Instant::now();
         let ceiling = deadline.map(|deadline| deadline.saturating_duration_since(started));
         let thread = crate::semaphore::ThreadWaker::new();
-        let mut acquire =
-            alloc::boxed::Box::pin(alloc::sync::Arc::clone(&inner.semaphore).acquire_owned(units));
+        let mut acquire = alloc::boxed::Box::pin(
+            alloc::sync::Arc::clone(&inner.semaphore).acquire_ranked(units, priority.rank()),
+        );
         let mut parked = None;
+        let label = source.label();
         loop {
-            match thread.poll(acquire.as_mut()) {
+            let shed = match thread.poll(acquire.as_mut()) {
                 Poll::Ready(Ok(permit)) => {
                     let waited = parked.take().map(|_| started.elapsed());
-                    return Ok(self.admit(permit, source, waited));
+                    return Ok(self.admit(permit, source, priority, waited));
                 }
-                Poll::Ready(Err(AcquireError::Closed)) => return Err(GateError::Closed),
-                Poll::Ready(Err(AcquireError::ExceedsCapacity(e))) => {
+                Poll::Ready(Err(Refusal::Error(AcquireError::Closed))) => {
+                    return Err(GateError::Closed)
+                }
+                Poll::Ready(Err(Refusal::Error(AcquireError::ExceedsCapacity(e)))) => {
                     return Err(GateError::ExceedsCapacity(e));
                 }
-                Poll::Pending => {}
-            }
+                Poll::Ready(Err(Refusal::Shed)) => Some(ShedReason::Outranked),
+                Poll::Pending => None,
+            };
             let (_, limits) = match &parked {
                 Some(parked) => parked,
-                None => match inner.park(units, ceiling) {
+                None => match inner.park(units, priority, ceiling) {
                     Ok(taken) => parked.insert(taken),
                     Err(reason) => {
                         drop(acquire);
-                        return Err(inner.shed(source.label(), units, Duration::ZERO, reason));
+                        let zero = Duration::ZERO;
+                        return Err(inner.shed(label, units, priority, zero, reason));
                     }
                 },
             };
             let waited = started.elapsed();
-            if let Some(reason) = limits.expired(waited) {
+            if let Some(reason) = shed.or_else(|| limits.expired(waited)) {
                 drop(acquire);
                 drop(parked);
-                return Err(inner.shed_parked(source.label(), units, waited, reason));
+                return Err(inner.shed_parked(label, units, priority, waited, reason));
             }
             thread.park(Some(started + limits.next_look(waited)));
         }

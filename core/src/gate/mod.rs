@@ -44,6 +44,7 @@ mod overload;
 mod pace;
 #[cfg(feature = "alloc")]
 mod permit;
+mod priority;
 mod source;
 mod timer;
 
@@ -65,6 +66,7 @@ pub use observer::{
 };
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;
+pub use priority::Priority;
 pub use source::Source;
 #[doc(hidden)]
 pub use source::{__label_count, __label_is_snake_case};

@@ -30,6 +30,8 @@
 
 use core::time::Duration;
 
+use super::priority::Priority;
+
 /// Hooks for a gate's events. Every method has a no-op default; `()` is the
 /// observer that observes nothing.
 pub trait Observer: Send + Sync + 'static {
@@ -90,6 +92,8 @@ pub struct AdmitEvent {
     pub units: usize,
     /// How long it waited (zero when granted at once).
     pub waited: Duration,
+    /// Its priority class.
+    pub priority: Priority,
 }
 
 /// [`Observer::on_release`]: a permit's units are being released.
@@ -102,6 +106,8 @@ pub struct ReleaseEvent {
     pub units: usize,
     /// How long they were held.
     pub held: Duration,
+    /// The priority class they were admitted with.
+    pub priority: Priority,
 }
 
 /// [`Observer::on_shed`]: a caller was shed.
@@ -116,8 +122,11 @@ pub struct ShedEvent {
     pub waited: Duration,
     /// The limit that turned it away.
     pub reason: ShedReason,
-    /// The `Retry-After` it was told.
+    /// The `Retry-After` it was told: when a request of its units and class
+    /// would get in.
     pub retry_after: Duration,
+    /// Its priority class.
+    pub priority: Priority,
     /// The gate's estimate, at the shed, of how long a request of these units
     /// arriving then would wait; `None` before the gate has seen a hold. See
     /// [`Gate::estimated_wait`].
@@ -170,26 +179,42 @@ impl<'a> StartEvent<'a> {
 }
 
 impl AdmitEvent {
-    /// An admission.
+    /// An admission, of the default class ([`Priority::Critical`]).
     #[must_use]
     pub const fn new(source: &'static str, units: usize, waited: Duration) -> Self {
         Self {
             source,
             units,
             waited,
+            priority: Priority::Critical,
         }
+    }
+
+    /// The same, of class `priority`.
+    #[must_use]
+    pub const fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
     }
 }
 
 impl ReleaseEvent {
-    /// A release.
+    /// A release, of the default class ([`Priority::Critical`]).
     #[must_use]
     pub const fn new(source: &'static str, units: usize, held: Duration) -> Self {
         Self {
             source,
             units,
             held,
+            priority: Priority::Critical,
         }
+    }
+
+    /// The same, of class `priority`.
+    #[must_use]
+    pub const fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
     }
 }
 
@@ -209,8 +234,16 @@ impl ShedEvent {
             waited,
             reason,
             retry_after,
+            priority: Priority::Critical,
             estimated_wait: None,
         }
+    }
+
+    /// The same, of class `priority` (the default is [`Priority::Critical`]).
+    #[must_use]
+    pub const fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// The same, with the gate's estimate.
@@ -272,21 +305,25 @@ pub enum ShedReason {
     /// (budget, ceiling, or the overload cap). Only with an [`overload_target`].
     #[doc = alloc_item_link!("overload_target", "GateBuilder::overload_target", "struct.GateBuilder.html#method.overload_target")]
     Hopeless,
+    /// Shed while parked, to make room for a request of a higher
+    /// [`Priority`]: the gate sheds the lowest class first.
+    Outranked,
 }
 
 impl ShedReason {
     /// Every reason, for registering per-reason series up front.
-    pub const ALL: [ShedReason; 6] = [
+    pub const ALL: [ShedReason; 7] = [
         ShedReason::WaitBudget,
         ShedReason::Ceiling,
         ShedReason::NoWait,
         ShedReason::QueueFull,
         ShedReason::Overload,
         ShedReason::Hopeless,
+        ShedReason::Outranked,
     ];
 
     /// A stable `snake_case` label: `"wait_budget"`, `"ceiling"`, `"no_wait"`,
-    /// `"queue_full"`, `"overload"` or `"hopeless"`.
+    /// `"queue_full"`, `"overload"`, `"hopeless"` or `"outranked"`.
     #[must_use]
     pub fn label(self) -> &'static str {
         match self {
@@ -296,6 +333,7 @@ impl ShedReason {
             Self::QueueFull => "queue_full",
             Self::Overload => "overload",
             Self::Hopeless => "hopeless",
+            Self::Outranked => "outranked",
         }
     }
 }

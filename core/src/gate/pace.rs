@@ -128,6 +128,22 @@ impl Pace {
     }
 }
 
+impl Pace {
+    /// The most units beyond the free ones whose return a full gate of
+    /// `capacity` makes within `wait`: the inverse of
+    /// [`time_for`](Self::time_for), rounded down; `None` before the first
+    /// release.
+    pub(crate) fn units_within(&self, wait: Duration, capacity: usize) -> Option<usize> {
+        let mean = self.mean_hold.load(Ordering::Relaxed);
+        if mean == EMPTY {
+            return None;
+        }
+        let mean = f64::from(f32::from_bits(mean));
+        // `as` saturates, and turns a NaN (a zero mean and wait) into 0.
+        Some((wait.as_secs_f64() * capacity as f64 / mean) as usize)
+    }
+}
+
 /// `secs` as a `Duration`, to the nearest microsecond (so a mean of 300 ms reads
 /// 300 ms, not the `f32` next to it) and saturating.
 fn seconds(secs: f64) -> Duration {

@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use super::inner::Shared;
 use super::on_drop::OnDrop;
+use super::priority::Priority;
 use crate::{OwnedPermit, Source};
 
 /// Units held from a [`Gate`](crate::Gate): owned, `'static`, `Send + Sync`, so it
@@ -28,11 +29,19 @@ pub struct GatePermit<S: Source> {
     /// units. `None` once merged into another permit.
     permit: Option<OwnedPermit>,
     source: S,
-    /// `source`'s index in `S::ALL` and its label, checked at admission: a
-    /// release calls no `Source` code.
-    index: usize,
-    label: &'static str,
-    admitted_at: Duration,
+    admission: Admission,
+}
+
+/// What a permit tells the gate of its units at release: read at admission, so
+/// a release calls no `Source` code.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admission {
+    /// The source's index in `S::ALL`, checked against its label.
+    pub(crate) index: usize,
+    pub(crate) label: &'static str,
+    pub(crate) priority: Priority,
+    /// On the gate's timer.
+    pub(crate) at: Duration,
 }
 
 impl<S: Source> GatePermit<S> {
@@ -40,17 +49,13 @@ impl<S: Source> GatePermit<S> {
         shared: Arc<dyn Shared>,
         permit: OwnedPermit,
         source: S,
-        index: usize,
-        label: &'static str,
-        admitted_at: Duration,
+        admission: Admission,
     ) -> Self {
         Self {
             shared,
             permit: Some(permit),
             source,
-            index,
-            label,
-            admitted_at,
+            admission,
         }
     }
 
@@ -70,10 +75,16 @@ impl<S: Source> GatePermit<S> {
         self.source
     }
 
+    /// The priority class it was admitted with.
+    #[must_use]
+    pub fn priority(&self) -> Priority {
+        self.admission.priority
+    }
+
     /// How long the units have been held so far, by the gate's timer.
     #[must_use]
     pub fn held_for(&self) -> Duration {
-        self.shared.now().saturating_sub(self.admitted_at)
+        self.shared.now().saturating_sub(self.admission.at)
     }
 
     /// Returns the units now; the same as dropping the permit.
@@ -93,9 +104,7 @@ impl<S: Source> GatePermit<S> {
             Arc::clone(&self.shared),
             split,
             self.source,
-            self.index,
-            self.label,
-            self.admitted_at,
+            self.admission,
         ))
     }
 
@@ -112,7 +121,7 @@ impl<S: Source> GatePermit<S> {
         );
         let theirs = other.permit.take().expect("a live permit holds its units");
         self.shared
-            .move_held(other.index, self.index, theirs.units());
+            .move_held(other.admission.index, self.admission.index, theirs.units());
         self.inner().merge(theirs);
     }
 
@@ -126,8 +135,7 @@ impl<S: Source> GatePermit<S> {
         // After the observer, and on the unwind if it panics: a forget never
         // turns into a release.
         let forget = OnDrop::new(move || permit.forget());
-        self.shared
-            .on_release(self.label, self.index, units, self.admitted_at);
+        self.shared.on_release(self.admission, units);
         drop(forget);
         self.shared.on_forget();
     }
@@ -138,8 +146,7 @@ impl<S: Source> Drop for GatePermit<S> {
         if let Some(permit) = &self.permit {
             // Before the units return: `self.permit` is dropped after this returns
             // (or on unwind, should the observer panic).
-            self.shared
-                .on_release(self.label, self.index, permit.units(), self.admitted_at);
+            self.shared.on_release(self.admission, permit.units());
         }
     }
 }
@@ -148,7 +155,7 @@ impl<S: Source> fmt::Debug for GatePermit<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GatePermit")
             .field("units", &self.units())
-            .field("source", &self.label)
+            .field("source", &self.admission.label)
             .field("held_for", &self.held_for())
             .finish()
     }

@@ -1,6 +1,8 @@
 //! Call-site labels from a closed set known at compile time, so any per-source
 //! metric has a cardinality bounded by construction.
 
+use super::priority::Priority;
+
 /// A closed set of call-site labels.
 ///
 /// Declare one with [`sources!`](crate::sources). A hand-written impl must keep
@@ -14,6 +16,14 @@ pub trait Source: Copy + Send + Sync + 'static {
 
     /// This value's label: `snake_case`, stable, used as a metric label value.
     fn label(self) -> &'static str;
+
+    /// The priority class of this call site's requests unless an acquire says
+    /// otherwise ([`GateAcquire::priority`]): [`Priority::Critical`] by
+    /// default; `sources!` sets it with `as`.
+    #[doc = alloc_item_link!("GateAcquire::priority", "GateAcquire::priority", "struct.GateAcquire.html#method.priority")]
+    fn priority(self) -> Priority {
+        Priority::Critical
+    }
 
     /// This value's position in [`ALL`](Self::ALL). The default finds it by label;
     /// [`sources!`](crate::sources) implements it in O(1).
@@ -53,17 +63,23 @@ pub(crate) fn position_of<S: Source>(source: S) -> (usize, &'static str) {
 /// the enum: two sources with one label would merge into one metric series. Both
 /// are checked when the macro expands, and the error names the label.
 ///
+/// A source's default [`Priority`](crate::Priority) follows its label with
+/// `as` (a variant of `Priority`); without it, `Critical`.
+///
 /// ```
 /// admit::sources! {
 ///     /// Where an upload session is opened.
 ///     pub enum Route {
 ///         NpmPublish => "npm_publish",
 ///         CargoPublish => "cargo_publish",
+///         Prefetch => "prefetch" as Sheddable,
 ///     }
 /// }
-/// use admit::Source;
+/// use admit::{Priority, Source};
 /// assert_eq!(Route::NpmPublish.label(), "npm_publish");
-/// assert_eq!(Route::ALL.len(), 2);
+/// assert_eq!(Route::ALL.len(), 3);
+/// assert_eq!(Route::NpmPublish.priority(), Priority::Critical);
+/// assert_eq!(Route::Prefetch.priority(), Priority::Sheddable);
 /// ```
 ///
 /// ```compile_fail
@@ -82,7 +98,7 @@ macro_rules! sources {
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident => $label:literal ),+ $(,)?
+            $( $(#[$vmeta:meta])* $variant:ident => $label:literal $(as $priority:ident)? ),+ $(,)?
         }
     ) => {
         $(#[$meta])*
@@ -102,6 +118,12 @@ macro_rules! sources {
 
             fn index(self) -> usize {
                 self as usize
+            }
+
+            fn priority(self) -> $crate::Priority {
+                match self {
+                    $( Self::$variant => $crate::__priority!($($priority)?), )+
+                }
             }
         }
 
@@ -127,6 +149,18 @@ macro_rules! sources {
                 );
             )+
         };
+    };
+}
+
+/// The priority a `sources!` variant names, or `Critical`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __priority {
+    () => {
+        $crate::Priority::Critical
+    };
+    ($priority:ident) => {
+        $crate::Priority::$priority
     };
 }
 

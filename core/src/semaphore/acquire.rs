@@ -6,10 +6,16 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use super::error::AcquireError;
+use super::error::{AcquireError, Refusal};
 use super::permit::Permit;
 use super::Slot;
 use super::{Semaphore, TryAcquireError};
+
+/// The rank of a request nobody sheds: every request but a gate's.
+#[cfg(feature = "alloc")]
+use super::shedding::UNSHEDDABLE;
+#[cfg(not(feature = "alloc"))]
+const UNSHEDDABLE: u8 = 0;
 
 /// Where a request is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +33,8 @@ enum Stage {
 pub(crate) struct Request {
     units: usize,
     stage: Stage,
+    /// Its rank, should it park (`shedding.rs`).
+    rank: u8,
     /// Structurally pinned: without `alloc` the node lives here.
     slot: Slot,
 }
@@ -34,9 +42,16 @@ pub(crate) struct Request {
 impl Request {
     #[inline]
     pub(crate) fn new(units: usize) -> Self {
+        Self::ranked(units, UNSHEDDABLE)
+    }
+
+    /// A request that, parked, may be shed with the requests of `rank`.
+    #[inline]
+    pub(crate) fn ranked(units: usize, rank: u8) -> Self {
         Self {
             units,
             stage: Stage::Idle,
+            rank,
             slot: Slot::new(units),
         }
     }
@@ -68,7 +83,7 @@ impl Request {
         self: Pin<&mut Self>,
         semaphore: &Semaphore,
         cx: &Context<'_>,
-    ) -> Poll<Result<(), AcquireError>> {
+    ) -> Poll<Result<(), Refusal>> {
         // SAFETY: `slot` is only ever used pinned (in `refused`), the other fields
         // are plain data, and nothing is moved out.
         let this = unsafe { self.get_unchecked_mut() };
@@ -99,13 +114,13 @@ impl Request {
         semaphore: &Semaphore,
         refusal: TryAcquireError,
         cx: &Context<'_>,
-    ) -> Poll<Result<(), AcquireError>> {
+    ) -> Poll<Result<(), Refusal>> {
         // SAFETY: as in `poll`.
         let this = unsafe { self.get_unchecked_mut() };
         match refusal {
-            TryAcquireError::Closed => Poll::Ready(Err(AcquireError::Closed)),
+            TryAcquireError::Closed => Poll::Ready(Err(Refusal::Error(AcquireError::Closed))),
             TryAcquireError::ExceedsCapacity(e) => {
-                Poll::Ready(Err(AcquireError::ExceedsCapacity(e)))
+                Poll::Ready(Err(Refusal::Error(AcquireError::ExceedsCapacity(e))))
             }
             TryAcquireError::NoUnits => {
                 // A waker clone is user code: made before anything is shared.
@@ -113,7 +128,7 @@ impl Request {
                 // SAFETY: `slot` is structurally pinned: `this` came from a pin.
                 let slot = unsafe { Pin::new_unchecked(&mut this.slot) };
                 this.stage = Stage::Parked;
-                let phase = semaphore.park(slot, this.units, waker);
+                let phase = semaphore.park(slot, this.units, this.rank, waker);
                 // SAFETY: as above.
                 unsafe { Pin::new_unchecked(this) }.seen(semaphore, phase)
             }
@@ -126,7 +141,7 @@ impl Request {
         self: Pin<&mut Self>,
         semaphore: &Semaphore,
         cx: &Context<'_>,
-    ) -> Poll<Result<(), AcquireError>> {
+    ) -> Poll<Result<(), Refusal>> {
         // SAFETY: as in `poll`.
         let this = unsafe { self.get_unchecked_mut() };
         let phase = semaphore.repoll(&this.slot, cx.waker());
@@ -140,10 +155,10 @@ impl Request {
         self: Pin<&mut Self>,
         semaphore: &Semaphore,
         phase: usize,
-    ) -> Poll<Result<(), AcquireError>> {
+    ) -> Poll<Result<(), Refusal>> {
         // SAFETY: as in `poll`.
         let this = unsafe { self.get_unchecked_mut() };
-        let outcome = semaphore.outcome(phase, this.units);
+        let outcome = semaphore.outcome(phase, this.units, this.rank);
         if outcome.is_ready() {
             // SAFETY: `slot` is structurally pinned: `this` came from a pin.
             semaphore.finish(unsafe { Pin::new_unchecked(&mut this.slot) });
@@ -158,7 +173,11 @@ impl Request {
         let this = unsafe { self.get_unchecked_mut() };
         if this.stage == Stage::Parked {
             // SAFETY: as above.
-            semaphore.cancel(unsafe { Pin::new_unchecked(&mut this.slot) });
+            semaphore.cancel(
+                unsafe { Pin::new_unchecked(&mut this.slot) },
+                this.units,
+                this.rank,
+            );
         }
     }
 }
@@ -195,9 +214,10 @@ impl<'a> Future for Acquire<'a> {
         // SAFETY: as above.
         let request = unsafe { Pin::new_unchecked(&mut this.request) };
         let units = request.units();
-        request
-            .poll(semaphore, cx)
-            .map(|r| r.map(|()| Permit::new(semaphore, units)))
+        request.poll(semaphore, cx).map(|r| {
+            r.map(|()| Permit::new(semaphore, units))
+                .map_err(Refusal::unshed)
+        })
     }
 }
 
@@ -220,6 +240,8 @@ impl fmt::Debug for Acquire<'_> {
 
 #[cfg(feature = "alloc")]
 pub use owned::AcquireOwned;
+#[cfg(feature = "alloc")]
+pub(crate) use owned::RankedAcquire;
 
 #[cfg(feature = "alloc")]
 mod owned {
@@ -230,7 +252,7 @@ mod owned {
     use core::task::{Context, Poll};
 
     use super::Request;
-    use crate::semaphore::error::AcquireError;
+    use crate::semaphore::error::{AcquireError, Refusal};
     use crate::semaphore::permit::OwnedPermit;
     use crate::Semaphore;
 
@@ -255,9 +277,41 @@ mod owned {
             // SAFETY: as above.
             let request = unsafe { Pin::new_unchecked(&mut this.request) };
             let units = request.units();
+            request.poll(&this.semaphore, cx).map(|r| {
+                r.map(|()| OwnedPermit::new(Arc::clone(&this.semaphore), units))
+                    .map_err(Refusal::unshed)
+            })
+        }
+    }
+
+    /// The future of [`Semaphore::acquire_ranked`]: an [`AcquireOwned`] whose
+    /// parked request may be shed ([`Refusal::Shed`]).
+    pub(crate) struct RankedAcquire {
+        semaphore: Arc<Semaphore>,
+        request: Request,
+    }
+
+    impl Future for RankedAcquire {
+        type Output = Result<OwnedPermit, Refusal>;
+
+        #[inline]
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            // SAFETY: `request` is structurally pinned; it is never moved out.
+            let this = unsafe { self.get_unchecked_mut() };
+            // SAFETY: as above.
+            let request = unsafe { Pin::new_unchecked(&mut this.request) };
+            let units = request.units();
             request
                 .poll(&this.semaphore, cx)
                 .map(|r| r.map(|()| OwnedPermit::new(Arc::clone(&this.semaphore), units)))
+        }
+    }
+
+    impl Drop for RankedAcquire {
+        #[inline]
+        fn drop(&mut self) {
+            // SAFETY: as for `AcquireOwned`.
+            unsafe { Pin::new_unchecked(&mut self.request) }.cancel(&self.semaphore);
         }
     }
 
@@ -298,6 +352,17 @@ mod owned {
             AcquireOwned {
                 semaphore: self,
                 request: Request::new(units),
+            }
+        }
+
+        /// [`acquire_owned`](Self::acquire_owned) for a request that, parked,
+        /// may be shed with the requests of `rank` ([`Semaphore::shed`]).
+        #[inline]
+        pub(crate) fn acquire_ranked(self: Arc<Self>, units: usize, rank: u8) -> RankedAcquire {
+            crate::semaphore::assert_nonzero(units);
+            RankedAcquire {
+                semaphore: self,
+                request: Request::ranked(units, rank),
             }
         }
 

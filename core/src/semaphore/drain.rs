@@ -11,6 +11,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use super::acquire::Request;
+use super::error::Refusal;
 use super::Semaphore;
 
 /// The future of [`Semaphore::drain`].
@@ -76,6 +77,7 @@ impl Future for Drain<'_> {
         // A drain waiter is only ever granted: it takes no units, and the close
         // that fails requests passes it over.
         request.poll(this.semaphore, cx).map(|outcome| {
+            let outcome = outcome.map_err(Refusal::unshed);
             debug_assert!(outcome.is_ok(), "a drain waiter ended {outcome:?}");
         })
     }

@@ -29,6 +29,28 @@ pub enum AcquireError {
     Closed,
 }
 
+/// Why a request ended without its units, inside the crate: an
+/// [`AcquireError`], or a shed (`shedding.rs`), which only a ranked request (a
+/// gate's) can meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    Error(AcquireError),
+    /// Shed for a request of a higher rank.
+    #[cfg(feature = "alloc")]
+    Shed,
+}
+
+impl Refusal {
+    /// The error of a request that cannot be shed (every public future's).
+    pub(crate) fn unshed(self) -> AcquireError {
+        match self {
+            Refusal::Error(e) => e,
+            #[cfg(feature = "alloc")]
+            Refusal::Shed => unreachable!("a request of the top rank is never shed"),
+        }
+    }
+}
+
 /// A request for more units than the semaphore has: it cannot be granted unless the
 /// capacity grows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -48,6 +48,8 @@ mod error;
 mod permit;
 pub(crate) mod queue;
 mod serving;
+#[cfg(feature = "alloc")]
+pub(crate) mod shedding;
 mod state;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -61,17 +63,21 @@ use core::task::{Poll, Waker};
 pub use acquire::Acquire;
 #[cfg(feature = "alloc")]
 pub use acquire::AcquireOwned;
+#[cfg(feature = "alloc")]
+pub(crate) use acquire::RankedAcquire;
 #[cfg(feature = "std")]
 pub(crate) use blocking::{block_until, ThreadWaker};
 pub use drain::Drain;
 #[cfg(feature = "std")]
 pub use error::AcquireTimeoutError;
+pub(crate) use error::Refusal;
 pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
 #[cfg(feature = "alloc")]
 pub use permit::OwnedPermit;
 pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
+use crate::safeguard::Safeguard;
 use queue::{Queue, Slot, WaitQueue};
 use state::{available, Refused, State, CLOSED, QUEUED, UNITS_OWED};
 use wait_status::status;
@@ -149,6 +155,36 @@ impl Semaphore {
                 _block: [],
             }
         }
+    }
+
+    /// A semaphore whose parked requests can be shed by rank (`shedding.rs`):
+    /// a gate's.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn with_shedding(capacity: usize) -> Semaphore {
+        let mut semaphore = Semaphore::new(capacity);
+        semaphore.queue.role.enable_shedding();
+        semaphore
+    }
+
+    /// Asks the serving pass to shed waiting requests of `rank` whose units
+    /// cover `units`, oldest first, from behind a head that does not fit; a
+    /// semaphore made without shedding ignores it.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn shed(&self, rank: u8, units: usize) {
+        if let Some(shedding) = self.queue.role.shedding() {
+            shedding.post(usize::from(rank), units);
+            self.queue.serve(&self.state);
+        }
+    }
+
+    /// Units of `rank` asked to be shed or shed and not yet seen by their
+    /// owners: on their way out of the queue.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn shed_pending(&self, rank: u8) -> usize {
+        self.queue
+            .role
+            .shedding()
+            .map_or(0, |shedding| shedding.pending(usize::from(rank)))
     }
 
     /// The capacity in force: the units it was created with, as changed since by
@@ -371,10 +407,10 @@ impl Semaphore {
         }
     }
 
-    /// Parks a request the fast path refused. Returns its phase (`WAITING`
-    /// unless it was resolved meanwhile).
-    pub(crate) fn park(&self, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
-        self.queue.park(&self.state, slot, units, waker)
+    /// Parks a request of `rank` the fast path refused. Returns its phase
+    /// (`WAITING` unless it was resolved meanwhile).
+    pub(crate) fn park(&self, slot: Pin<&mut Slot>, units: usize, rank: u8, waker: Waker) -> usize {
+        self.queue.park(&self.state, slot, units, rank, waker)
     }
 
     /// The owner of a parked request has read its final phase.
@@ -382,26 +418,53 @@ impl Semaphore {
         self.queue.finish(slot);
     }
 
-    /// Gives up a parked request (its future is being dropped): whatever it
-    /// holds goes back.
-    pub(crate) fn cancel(&self, slot: Pin<&mut Slot>) {
-        let granted = self.queue.cancel(&self.state, slot);
-        if granted != 0 {
-            self.release(granted);
+    /// Gives up a parked request of `units` and `rank` (its future is being
+    /// dropped): whatever it holds goes back; a shed it lost to is settled.
+    #[cfg_attr(not(feature = "alloc"), allow(unused_variables))]
+    pub(crate) fn cancel(&self, slot: Pin<&mut Slot>, units: usize, rank: u8) {
+        match self.queue.cancel(&self.state, slot) {
+            // A drain waiter (0 units) holds nothing to give back.
+            status::GRANTED if units != 0 && Safeguard::CancelReleasesGrant.on() => {
+                self.release(units);
+            }
+            #[cfg(feature = "alloc")]
+            status::SHED => self.settle_shed(rank, units),
+            _ => {}
         }
     }
 
-    /// Maps a request's phase to what its future returns.
+    /// Maps a request's phase to what its future returns (the owner has read
+    /// it: a shed is settled).
     #[inline]
-    pub(crate) fn outcome(&self, phase: usize, units: usize) -> Poll<Result<(), AcquireError>> {
+    #[cfg_attr(not(feature = "alloc"), allow(unused_variables))]
+    pub(crate) fn outcome(
+        &self,
+        phase: usize,
+        units: usize,
+        rank: u8,
+    ) -> Poll<Result<(), Refusal>> {
+        let refused = |e| Poll::Ready(Err(Refusal::Error(e)));
         match phase {
             status::GRANTED => Poll::Ready(Ok(())),
-            status::CLOSED => Poll::Ready(Err(AcquireError::Closed)),
-            status::EXCEEDS => Poll::Ready(Err(AcquireError::ExceedsCapacity(ExceedsCapacity {
+            #[cfg(feature = "alloc")]
+            status::SHED => {
+                self.settle_shed(rank, units);
+                Poll::Ready(Err(Refusal::Shed))
+            }
+            status::CLOSED => refused(AcquireError::Closed),
+            status::EXCEEDS => refused(AcquireError::ExceedsCapacity(ExceedsCapacity {
                 requested: units,
                 capacity: self.capacity(),
-            }))),
+            })),
             _ => Poll::Pending,
+        }
+    }
+
+    /// The owner of a request of `rank` read `SHED`: it leaves the books.
+    #[cfg(feature = "alloc")]
+    fn settle_shed(&self, rank: u8, units: usize) {
+        if let Some(shedding) = self.queue.role().shedding() {
+            shedding.settle(usize::from(rank), units);
         }
     }
 

@@ -28,7 +28,12 @@
 //!    holder reads when it lets go; nor by a waker that panics (the pass the
 //!    holder owed is made while the panic unwinds).
 
+#[cfg(feature = "alloc")]
+use alloc::boxed::Box;
+
 use super::queue::Queue;
+#[cfg(feature = "alloc")]
+use super::shedding::Shedding;
 use super::state::{available, State, CLOSED, QUEUED, RETIRING};
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
@@ -79,6 +84,10 @@ pub(crate) struct Role {
     /// # Safety
     /// The role holder's only.
     server: UnsafeCell<Server>,
+    /// A gate's semaphore's shedding by rank (`shedding.rs`); set before the
+    /// semaphore is shared, never after.
+    #[cfg(feature = "alloc")]
+    shedding: Option<Box<Shedding>>,
     /// Times a call to `serve` took the role: the unit tests check that no
     /// operation serves when it need not (`semaphore/tests/serving.rs`).
     #[cfg(test)]
@@ -114,10 +123,24 @@ impl Role {
                     debt: 0,
                     sweep: false,
                 }),
+                #[cfg(feature = "alloc")]
+                shedding: None,
                 #[cfg(test)]
                 roles_taken: core::sync::atomic::AtomicUsize::new(0),
             }
         }
+    }
+
+    /// Gives this role a shedding by rank: before the semaphore is shared.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn enable_shedding(&mut self) {
+        self.shedding = Some(Box::new(Shedding::new()));
+    }
+
+    /// The shedding by rank, if the semaphore has one.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn shedding(&self) -> Option<&Shedding> {
+        self.shedding.as_deref()
     }
 
     /// Times a call to `serve` took the role, in a test build.
@@ -296,6 +319,25 @@ impl Role {
                     // next pass pays with its units first.
                     queue.grant_from_head(state, wakers)
                 };
+                #[cfg(feature = "alloc")]
+                if let Some(shedding) = self.shedding() {
+                    match stop {
+                        // A grant wins: only requests behind a head that does
+                        // not fit are shed. Then the head may fit: look again.
+                        Stop::Blocked if now & CLOSED == 0 && shedding.any_posted() => {
+                            match queue.shed(state, shedding, wakers) {
+                                None => return true,
+                                Some(0) => {}
+                                Some(_) => continue,
+                            }
+                        }
+                        Stop::BatchFull | Stop::Blocked => {}
+                        Stop::Empty => shedding.drop_posted(),
+                    }
+                    if now & CLOSED != 0 {
+                        shedding.drop_posted();
+                    }
+                }
                 let mut flags = if server.debt == 0 { RETIRING } else { 0 };
                 match stop {
                     Stop::BatchFull => return true,

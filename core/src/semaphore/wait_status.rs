@@ -10,7 +10,8 @@
 //!
 //! The phase leaves `WAITING` exactly once, by one CAS, and whoever wins it
 //! resolves the request: the server (`GRANTED` after taking the units, `CLOSED`,
-//! `EXCEEDS` when the capacity fell below the request) or the owner
+//! `EXCEEDS` when the capacity fell below the request, `SHED` when a shed asked
+//! for its rank) or the owner
 //! (`CANCELLED`). The loser has a duty: a server that lost to a cancel gives its
 //! units back; an owner that lost to a grant releases the units it will never
 //! take. A request of 0 units is a drain waiter: the server grants it, taking
@@ -54,6 +55,10 @@ pub(crate) mod status {
     /// A cell the server passed before it was published.
     #[cfg(feature = "alloc")]
     pub(crate) const BROKEN: usize = 6;
+    /// The server resolved it because a shed asked for requests of its rank
+    /// (`shedding.rs`).
+    #[cfg(feature = "alloc")]
+    pub(crate) const SHED: usize = 7;
     /// Mask of the phase.
     pub(crate) const PHASE: usize = 7;
     /// The owner is swapping the waker.
@@ -194,8 +199,8 @@ impl WaitStatus {
         phase
     }
 
-    /// Server only: moves the phase from `WAITING` to `to` (`GRANTED`, `CLOSED`
-    /// or `EXCEEDS`). `None` if the owner cancelled first; otherwise the waker to
+    /// Server only: moves the phase from `WAITING` to `to` (`GRANTED`, `CLOSED`,
+    /// `EXCEEDS` or `SHED`). `None` if the owner cancelled first; otherwise the waker to
     /// wake, which is `None` if the owner was registering (it sees the phase
     /// itself).
     ///
@@ -203,6 +208,12 @@ impl WaitStatus {
     /// the phase; `Acquire` reads the owner's last waker store, published by its
     /// `Release` CAS out of `REGISTERING`.
     pub(crate) fn resolve(&self, to: usize) -> Option<Option<Waker>> {
+        #[cfg(feature = "alloc")]
+        debug_assert!(matches!(
+            to,
+            status::GRANTED | status::CLOSED | status::EXCEEDS | status::SHED
+        ));
+        #[cfg(not(feature = "alloc"))]
         debug_assert!(matches!(
             to,
             status::GRANTED | status::CLOSED | status::EXCEEDS

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use admit::ShedReason;
+use admit::{Priority, ShedReason};
 use std::time::Duration;
 
 /// One observer call.
@@ -44,6 +44,8 @@ pub struct Recorder {
     probe: Mutex<Option<Probe>>,
     admit_probes: Mutex<Vec<usize>>,
     shed_reasons: Mutex<Vec<ShedReason>>,
+    shed_priorities: Mutex<Vec<Priority>>,
+    admit_priorities: Mutex<Vec<Priority>>,
 }
 
 impl Recorder {
@@ -69,6 +71,16 @@ impl Recorder {
             .iter()
             .filter(|e| matches!(e, Event::Shed(..)))
             .count()
+    }
+
+    /// The class of every shed, in order.
+    pub fn shed_priorities(&self) -> Vec<Priority> {
+        self.shed_priorities.lock().unwrap().clone()
+    }
+
+    /// The class of every admission, in order.
+    pub fn admit_priorities(&self) -> Vec<Priority> {
+        self.admit_priorities.lock().unwrap().clone()
     }
 
     /// The reason of every shed, in order.
@@ -121,6 +133,7 @@ impl admit::Observer for Recorder {
         if let Some(p) = self.probe.lock().unwrap().as_ref() {
             self.admit_probes.lock().unwrap().push(p());
         }
+        self.admit_priorities.lock().unwrap().push(e.priority);
         self.push(Event::Admit(e.source, e.units, e.waited));
     }
     fn on_release(&self, e: &admit::ReleaseEvent) {
@@ -134,6 +147,7 @@ impl admit::Observer for Recorder {
     }
     fn on_shed(&self, e: &admit::ShedEvent) {
         self.shed_reasons.lock().unwrap().push(e.reason);
+        self.shed_priorities.lock().unwrap().push(e.priority);
         self.push(match e.reason {
             ShedReason::QueueFull => Event::QueueFull(e.source, e.units),
             ShedReason::Overload => Event::OverloadShed(e.source, e.units, e.waited),

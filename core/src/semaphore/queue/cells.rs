@@ -43,6 +43,7 @@ use crate::loom::loom_const_fn;
 use crate::loom::sync::UnsafeCell;
 use crate::safeguard::Safeguard;
 use crate::semaphore::serving::{join_needs_service, Role, Stop};
+use crate::semaphore::shedding::{Shedding, RANKS};
 use crate::semaphore::state::{available, HeadTake, State, CLOSED};
 use crate::semaphore::wait_status::{status, WaitStatus, WakerId};
 use crate::semaphore::wake_list::WakeList;
@@ -64,6 +65,8 @@ pub(crate) struct Cell {
     status: WaitStatus,
     /// The units asked for, written by the ticket holder before it publishes.
     units: UnsafeCell<usize>,
+    /// The request's rank (`shedding.rs`), written with the units.
+    rank: UnsafeCell<u8>,
     /// Which waker the cell holds, kept by the ticket holder alone (the server
     /// never touches it): a re-poll with an equivalent waker registers nothing.
     registered: UnsafeCell<WakerId>,
@@ -74,15 +77,16 @@ impl SegmentCell for Cell {
         Cell {
             status: WaitStatus::new(status::EMPTY),
             units: UnsafeCell::new(0),
+            rank: UnsafeCell::new(0),
             registered: UnsafeCell::new(WakerId::NONE),
         }
     }
 }
 
 // SAFETY: the status word is atomic, and the waker beside it is touched by the
-// rules of `wait_status.rs`; `units` is written by the ticket holder before it
-// publishes the cell (`Release`), and read only after an `Acquire` read of a
-// published phase; `registered` is the ticket holder's alone.
+// rules of `wait_status.rs`; `units` and `rank` are written by the ticket holder
+// before it publishes the cell (`Release`), and read only after an `Acquire`
+// read of a published phase; `registered` is the ticket holder's alone.
 unsafe impl Sync for Cell {}
 
 // The block the segment list is sized for: 31 cells of one line each and the
@@ -210,6 +214,15 @@ unsafe fn units_of(cell: &Cell) -> usize {
     cell.units.with(|u| unsafe { *u })
 }
 
+/// The rank of a published cell.
+///
+/// # Safety
+/// As for [`units_of`].
+unsafe fn rank_of(cell: &Cell) -> usize {
+    // SAFETY: as for `units_of`.
+    usize::from(cell.rank.with(|r| unsafe { *r }))
+}
+
 impl Queue for CellQueue {
     type Slot = Slot;
 
@@ -222,7 +235,14 @@ impl Queue for CellQueue {
     /// asks for service if the join shows it could be resolved now. Returns its
     /// phase (`WAITING` unless it was resolved meanwhile).
     #[inline]
-    fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
+    fn park(
+        &self,
+        state: &State,
+        slot: Pin<&mut Slot>,
+        units: usize,
+        rank: u8,
+        waker: Waker,
+    ) -> usize {
         let id = WakerId::of(&waker);
         let mut waker = Some(waker);
         let ticket = loop {
@@ -231,6 +251,8 @@ impl Queue for CellQueue {
             // SAFETY: the cell is `EMPTY` and the ticket ours: nobody else
             // touches its units or its waker until it is published.
             cell.units.with_mut(|u| unsafe { *u = units });
+            // SAFETY: as above.
+            cell.rank.with_mut(|r| unsafe { *r = rank });
             // SAFETY: as above.
             unsafe { cell.status.set_waker(waker.take()) };
             // SAFETY: the ticket holder's alone.
@@ -289,8 +311,6 @@ impl Queue for CellQueue {
     fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
         let ticket = slot.get_mut().ticket.take().expect("parked");
         let cell = ticket.cell();
-        // SAFETY: written by this owner before it published; never again.
-        let units = unsafe { units_of(cell) };
         match cell.status.cancel() {
             status::WAITING => {
                 // SAFETY: our cancel won.
@@ -307,16 +327,11 @@ impl Queue for CellQueue {
                     self.serve(state);
                 }
                 drop(waker); // user code, after all our work
-                0
+                status::WAITING
             }
             phase => {
                 self.segments.release(ticket);
-                // A drain waiter (0 units) holds nothing to give back.
-                if phase == status::GRANTED && Safeguard::CancelReleasesGrant.on() {
-                    units
-                } else {
-                    0
-                }
+                phase
             }
         }
     }
@@ -331,6 +346,56 @@ impl Queue for CellQueue {
         let capacity = state.capacity();
         // SAFETY: the caller holds the role.
         unsafe { self.resolve_every(state, status::EXCEEDS, wakers, |units| units > capacity) }
+    }
+
+    unsafe fn shed(
+        &self,
+        state: &State,
+        shedding: &Shedding,
+        wakers: &mut WakeList,
+    ) -> Option<usize> {
+        let mut shed = 0;
+        for rank in 0..RANKS {
+            let mut owed = shedding.take(rank);
+            let mut full = false;
+            // SAFETY: the caller holds the role; no cell is kept.
+            unsafe {
+                self.segments.scan(|cell| {
+                    if owed == 0 {
+                        return false;
+                    }
+                    // SAFETY: the rank and units are read after an `Acquire` read
+                    // of a published phase.
+                    if cell.status.phase() == status::WAITING && rank_of(cell) == rank {
+                        if wakers.is_full() {
+                            full = true;
+                            return false;
+                        }
+                        let units = units_of(cell);
+                        // Before the CAS its owner's read of `SHED` follows.
+                        let early = Safeguard::DoomBeforeShed.on();
+                        if early {
+                            shedding.doom(rank, units);
+                        }
+                        if self.resolve_untaken(state, cell, status::SHED, wakers) {
+                            if !early {
+                                shedding.doom(rank, units);
+                            }
+                            owed = owed.saturating_sub(units);
+                            shed += units;
+                        } else if early {
+                            shedding.settle(rank, units);
+                        }
+                    }
+                    true
+                });
+            }
+            if full {
+                shedding.put_back(rank, owed);
+                return None;
+            }
+        }
+        Some(shed)
     }
 
     #[inline]

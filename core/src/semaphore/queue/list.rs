@@ -329,7 +329,14 @@ impl Queue for ListQueue {
     }
 
     #[inline]
-    fn park(&self, state: &State, slot: Pin<&mut Slot>, units: usize, waker: Waker) -> usize {
+    fn park(
+        &self,
+        state: &State,
+        slot: Pin<&mut Slot>,
+        units: usize,
+        _rank: u8,
+        waker: Waker,
+    ) -> usize {
         // SAFETY: the slot is not moved: the node is linked where it is pinned.
         let slot = unsafe { slot.get_unchecked_mut() };
         debug_assert!(slot.node.is_none(), "a request parks once");
@@ -370,7 +377,7 @@ impl Queue for ListQueue {
         // SAFETY: nothing is moved.
         let slot = unsafe { slot.get_unchecked_mut() };
         if !core::mem::take(&mut slot.parked) {
-            return 0;
+            return status::WAITING;
         }
         let node = slot.node();
         let phase = self.list.with(|list| {
@@ -393,10 +400,9 @@ impl Queue for ListQueue {
                     self.serve(state);
                 }
                 drop(waker); // user code, after all our work
-                0
+                status::WAITING
             }
-            status::GRANTED if Safeguard::CancelReleasesGrant.on() => node.units,
-            _ => 0,
+            phase => phase,
         }
     }
 

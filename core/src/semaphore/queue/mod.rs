@@ -17,8 +17,8 @@
 //! 1. **Arrival order.** A request is in the queue before it joins in the state
 //!    word (`State::join`), and only the head is ever granted (FIFO).
 //! 2. **One resolution.** A request leaves `WAITING` once (`wait_status.rs`): a
-//!    grant, a close or an oversize failure by the pass, or a cancel by its
-//!    owner. The loser of a grant and a cancel gives the units back (the pass if
+//!    grant, a close, an oversize failure or a shed by the pass, or a cancel by
+//!    its owner. The loser of a grant and a cancel gives the units back (the pass if
 //!    its grant lost, the owner if its cancel did).
 //! 3. **A stop that loses nothing.** `grant_from_head` stops at a head that does
 //!    not fit only so that a cancel of that head, coming after, sees the units
@@ -68,10 +68,18 @@ pub(crate) trait Queue {
         self.role().serve(state, self);
     }
 
-    /// Parks a request the fast path refused: enqueues it, joins, and asks for
-    /// service if the join shows it could be resolved now. Returns its phase
-    /// (`WAITING` unless it was resolved meanwhile).
-    fn park(&self, state: &State, slot: Pin<&mut Self::Slot>, units: usize, waker: Waker) -> usize;
+    /// Parks a request of `rank` (`shedding.rs`) the fast path refused:
+    /// enqueues it, joins, and asks for service if the join shows it could be
+    /// resolved now. Returns its phase (`WAITING` unless it was resolved
+    /// meanwhile).
+    fn park(
+        &self,
+        state: &State,
+        slot: Pin<&mut Self::Slot>,
+        units: usize,
+        rank: u8,
+        waker: Waker,
+    ) -> usize;
 
     /// A re-poll of a parked request: its phase, with `waker` registered if it
     /// is still waiting. Lock-free in both queues.
@@ -80,8 +88,9 @@ pub(crate) trait Queue {
     /// The owner has read its request's final phase: it lets go of its place.
     fn finish(&self, slot: Pin<&mut Self::Slot>);
 
-    /// Gives up a parked request (its future is being dropped). Returns the units
-    /// of a grant it had not taken, for the caller to release.
+    /// Gives up a parked request (its future is being dropped). Returns the
+    /// phase it found: `WAITING` if the cancel won; else the outcome it lost
+    /// to, whose units (a grant's) or count (a shed's) the caller settles.
     fn cancel(&self, state: &State, slot: Pin<&mut Self::Slot>) -> usize;
 
     /// Takes in what arrived since the last pass.
@@ -103,6 +112,21 @@ pub(crate) trait Queue {
     /// # Safety
     /// As for `absorb`.
     unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop;
+
+    /// Resolves with `SHED` waiting requests of the ranks `shedding` has posted
+    /// for, lowest rank first and oldest first, until their units cover what
+    /// was posted (`shedding.rs`). Returns the units shed, or `None` if the wake
+    /// batch filled first (what was left posted is put back).
+    ///
+    /// # Safety
+    /// As for `absorb`.
+    #[cfg(feature = "alloc")]
+    unsafe fn shed(
+        &self,
+        state: &State,
+        shedding: &super::shedding::Shedding,
+        wakers: &mut WakeList,
+    ) -> Option<usize>;
 
     /// Grants from the head while it fits; a head that asks for more than the
     /// capacity fails with `EXCEEDS`.

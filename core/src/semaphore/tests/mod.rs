@@ -5,6 +5,8 @@
 
 #[cfg(all(not(admit_loom), not(admit_shuttle)))]
 mod serving;
+#[cfg(all(admit_loom, feature = "alloc"))]
+mod shedding;
 #[cfg(admit_shuttle)]
 pub(crate) mod shuttle;
 #[cfg(all(not(admit_loom), not(admit_shuttle)))]

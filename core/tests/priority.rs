@@ -1,0 +1,324 @@
+//! Priority classes on a manual clock: priority never reorders the queue; when
+//! the gate must shed someone it sheds the lowest class first, parked waiters
+//! included, and a shed loses to a grant.
+// Needs the `alloc` feature (the feature powerset builds every test target).
+#![cfg(feature = "alloc")]
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use admit::{Gate, GateAcquire, GateError, GatePermit, Priority, ShedReason, Source};
+use support::{Event, ManualTimer, Recorder};
+
+admit::sources! {
+    /// Call sites of a registry, each with its default class.
+    enum Site {
+        Resume => "resume" as CriticalPlus,
+        Pull => "pull",
+        Sync => "sync" as SheddablePlus,
+        Prefetch => "prefetch" as Sheddable,
+    }
+}
+
+type TestGate = Gate<Site, ManualTimer, Arc<Recorder>>;
+type Waiting<'g> = Pin<Box<GateAcquire<'g, Site, ManualTimer, Arc<Recorder>>>>;
+
+const BUDGET: Duration = Duration::from_secs(5);
+const TARGET: Duration = Duration::from_millis(100);
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// A gate of `capacity` 1-unit requests, with the overload target if asked,
+/// whose pace is a mean hold of 400 ms per unit: a full gate of 4 returns a
+/// unit every 100 ms.
+fn gate(
+    capacity: usize,
+    target: bool,
+    max_waiters: Option<usize>,
+) -> (TestGate, ManualTimer, Arc<Recorder>) {
+    let timer = ManualTimer::new();
+    let rec = Recorder::new();
+    let mut builder = Gate::builder(capacity)
+        .wait_budget(BUDGET)
+        .retry_after_bounds(ms(1), Duration::from_secs(60))
+        .timer(timer.clone())
+        .observer(Arc::clone(&rec));
+    if target {
+        builder = builder.overload_target(TARGET);
+    }
+    if let Some(max) = max_waiters {
+        builder = builder.max_waiters(max);
+    }
+    let gate = builder.build().unwrap();
+    let all: Vec<_> = (0..capacity)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    timer.advance(ms(400));
+    drop(all);
+    (gate, timer, rec)
+}
+
+fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// A new acquire from `site` (its default class), polled once: it must park.
+fn park(gate: &TestGate, site: Site) -> Waiting<'_> {
+    let mut w = Box::pin(gate.acquire(1, site));
+    assert!(poll(w.as_mut()).is_pending(), "{site:?} expected to park");
+    w
+}
+
+fn outcome(w: &mut Waiting<'_>) -> Poll<Result<GatePermit<Site>, GateError>> {
+    poll(w.as_mut())
+}
+
+#[track_caller]
+fn outranked(w: &mut Waiting<'_>) {
+    match outcome(w) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Outranked)),
+        other => panic!("expected to be shed for a higher class, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn granted(w: &mut Waiting<'_>) -> GatePermit<Site> {
+    match outcome(w) {
+        Poll::Ready(Ok(permit)) => permit,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_source_names_its_class_and_an_acquire_may_change_it() {
+    assert_eq!(Site::Resume.priority(), Priority::CriticalPlus);
+    assert_eq!(Site::Pull.priority(), Priority::Critical);
+    assert_eq!(Site::Prefetch.priority(), Priority::Sheddable);
+    let (gate, _, rec) = gate(2, false, None);
+    let prefetch = gate.try_acquire(1, Site::Prefetch).unwrap();
+    assert_eq!(prefetch.priority(), Priority::Sheddable);
+    let raised = gate
+        .acquire(1, Site::Prefetch)
+        .priority(Priority::Critical)
+        .try_now()
+        .unwrap();
+    assert_eq!(raised.priority(), Priority::Critical);
+    let shed = gate.try_acquire(1, Site::Sync).unwrap_err();
+    assert_eq!(shed.shed_reason(), Some(ShedReason::NoWait));
+    assert_eq!(
+        rec.shed_priorities(),
+        [Priority::SheddablePlus],
+        "the shed says its class"
+    );
+    assert_eq!(
+        rec.admit_priorities()[2..],
+        [Priority::Sheddable, Priority::Critical]
+    );
+}
+
+#[test]
+fn priority_never_reorders_the_queue() {
+    // No target, no bound on the queue: nobody is shed, and one FIFO serves
+    // every class.
+    let (gate, _, _) = gate(1, false, None);
+    let held = gate.try_acquire(1, Site::Pull).unwrap();
+    let mut queue = [
+        park(&gate, Site::Prefetch),
+        park(&gate, Site::Resume),
+        park(&gate, Site::Sync),
+        park(&gate, Site::Pull),
+    ];
+    let mut permit = held;
+    for i in 0..queue.len() {
+        drop(permit);
+        permit = granted(&mut queue[i]);
+        for later in &mut queue[i + 1..] {
+            assert!(outcome(later).is_pending(), "served out of turn");
+        }
+    }
+}
+
+#[test]
+fn a_higher_class_behind_lower_ones_past_the_target_sheds_them_lowest_first() {
+    let (gate, timer, rec) = gate(4, true, None);
+    let held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    // Two classes below `Critical` parked, the lower one last: a unit comes back
+    // every 100 ms, so a newcomer would wait 500 ms behind them, past the target.
+    let mut sync = [park(&gate, Site::Sync), park(&gate, Site::Sync)];
+    let mut prefetch = [park(&gate, Site::Prefetch), park(&gate, Site::Prefetch)];
+    assert!(gate.estimated_wait(1) > Some(ms(400)));
+    // A critical arrival may wait the target, one unit's return (100 ms): the
+    // four ahead of it go, the lowest class (`Prefetch`) first although it
+    // came last; the other class is shed only for what is still missing.
+    let mut pull = park(&gate, Site::Pull);
+    for w in &mut prefetch {
+        outranked(w);
+    }
+    for w in &mut sync {
+        outranked(w);
+    }
+    // ... and it is next: the first unit back is its.
+    let mut held = held;
+    timer.advance(ms(50));
+    drop(held.pop());
+    let permit = granted(&mut pull);
+    assert_eq!(permit.priority(), Priority::Critical);
+    // Each victim was counted once, for its own class and reason.
+    assert_eq!(
+        rec.shed_priorities(),
+        [
+            Priority::Sheddable,
+            Priority::Sheddable,
+            Priority::SheddablePlus,
+            Priority::SheddablePlus
+        ]
+    );
+    assert!(rec
+        .shed_reasons()
+        .iter()
+        .all(|&r| r == ShedReason::Outranked));
+}
+
+#[test]
+fn the_same_class_sheds_nobody_and_a_lower_one_nobody_above_it() {
+    let (gate, _, rec) = gate(4, true, None);
+    let _held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    let mut parked: Vec<_> = (0..4).map(|_| park(&gate, Site::Pull)).collect();
+    parked.push(park(&gate, Site::Pull));
+    parked.push(park(&gate, Site::Prefetch));
+    for w in &mut parked {
+        assert!(outcome(w).is_pending());
+    }
+    assert!(
+        rec.shed_reasons().is_empty(),
+        "nobody shed: {:?}",
+        rec.events()
+    );
+}
+
+#[test]
+fn a_shed_loses_to_a_grant() {
+    let (gate, _, rec) = gate(2, true, None);
+    let mut held: Vec<_> = (0..2)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    let mut prefetch = park(&gate, Site::Prefetch);
+    let mut behind = park(&gate, Site::Prefetch);
+    // A unit comes back: the head is granted (and woken, not yet polled).
+    drop(held.pop());
+    // A critical arrival asks for the lower class to go: the granted head keeps
+    // its units; the one behind it goes.
+    let mut pull = park(&gate, Site::Pull);
+    let permit = granted(&mut prefetch);
+    assert_eq!(permit.priority(), Priority::Sheddable);
+    outranked(&mut behind);
+    assert_eq!(rec.shed_reasons(), [ShedReason::Outranked]);
+    drop(permit);
+    let _ = granted(&mut pull);
+}
+
+#[test]
+fn a_full_queue_sheds_the_lowest_class_parked_rather_than_a_higher_arrival() {
+    let (gate, _, rec) = gate(1, false, Some(2));
+    let _held = gate.try_acquire(1, Site::Pull).unwrap();
+    let mut sync = park(&gate, Site::Sync);
+    let mut pull = park(&gate, Site::Pull);
+    // Full: a critical arrival takes the place of the lowest class parked.
+    let mut resume = park(&gate, Site::Resume);
+    outranked(&mut sync);
+    assert!(outcome(&mut pull).is_pending());
+    // Nobody below a `Critical` arrival now: the queue is full for it.
+    let mut refused = Box::pin(gate.acquire(1, Site::Pull));
+    match outcome(&mut refused) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::QueueFull)),
+        other => panic!("{other:?}"),
+    }
+    // And a lower class never sheds a higher one.
+    let mut low = Box::pin(gate.acquire(1, Site::Prefetch));
+    match outcome(&mut low) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::QueueFull)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        rec.shed_reasons(),
+        [
+            ShedReason::Outranked,
+            ShedReason::QueueFull,
+            ShedReason::QueueFull
+        ]
+    );
+    assert!(outcome(&mut resume).is_pending());
+}
+
+#[test]
+fn a_victim_that_leaves_before_it_sees_the_shed_counts_nothing() {
+    let (gate, _, rec) = gate(4, true, None);
+    let _held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    let prefetch: Vec<_> = (0..3).map(|_| park(&gate, Site::Prefetch)).collect();
+    let _pull = park(&gate, Site::Pull);
+    // The shed ones are dropped unpolled: a client that left, not a shed.
+    drop(prefetch);
+    assert!(rec.shed_reasons().is_empty());
+    assert_eq!(gate.waiters(), 1);
+    // Nothing is left on its way out: the estimate counts the critical waiter
+    // alone (its unit, then a newcomer's: two units' returns).
+    assert_eq!(gate.estimated_wait(1), Some(ms(200)));
+}
+
+#[test]
+fn retry_after_says_when_the_class_would_get_in() {
+    let (gate, _, rec) = gate(4, false, None);
+    let _held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    let _parked = [park(&gate, Site::Prefetch), park(&gate, Site::Prefetch)];
+    // A sheddable request waits behind both, a critical one behind neither.
+    let low = gate.try_acquire(1, Site::Prefetch).unwrap_err();
+    let high = gate.try_acquire(1, Site::Pull).unwrap_err();
+    let retry = |e: GateError| match e {
+        GateError::Busy { retry_after, .. } => retry_after,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(retry(low), ms(300));
+    assert_eq!(retry(high), ms(100));
+    assert_eq!(
+        rec.shed_priorities(),
+        [Priority::Sheddable, Priority::Critical]
+    );
+    assert!(matches!(
+        rec.events().last(),
+        Some(Event::Shed("pull", 1, _))
+    ));
+}
+
+#[test]
+#[cfg(feature = "std")]
+fn a_blocked_thread_is_shed_for_a_higher_class_too() {
+    let (gate, _, _) = gate(4, true, None);
+    let _held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        let low = s.spawn(|| gate.acquire(1, Site::Prefetch).blocking());
+        // Hand-off: the thread has parked.
+        while gate.waiters() == 0 {
+            std::thread::yield_now();
+        }
+        let _pull = park(&gate, Site::Pull);
+        let shed = low.join().unwrap().unwrap_err();
+        assert_eq!(shed.shed_reason(), Some(ShedReason::Outranked));
+    });
+}
