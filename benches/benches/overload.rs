@@ -13,10 +13,12 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use admit::Priority;
 use admit::ShedReason;
 use admit_benches::overload::{
-    bohde, registry, retry_figures, simulate, simulate_retrying, spike, uploads, Figures, Policy,
-    RetryFigures, Run, Setup, RECOVERY_FLOOR, RECOVERY_HOLD, SPIKE,
+    bohde, class_spike, classes, registry, retry_figures, simulate, simulate_retrying, spike,
+    uploads, ClassFigures, Figures, Policy, RetryFigures, Run, Setup, CLASS_SPIKE, RECOVERY_FLOOR,
+    RECOVERY_HOLD, SPIKE,
 };
 
 /// The overload target of the upload mix.
@@ -254,6 +256,7 @@ fn report(seed: u64, length: Duration) -> (String, Vec<Goal>) {
     }
 
     size(&mut out, &mut goals, seed, length);
+    priority(&mut out, &mut goals, seed, length);
 
     let setup: Setup = spike();
     let (start, end) = SPIKE;
@@ -501,6 +504,125 @@ fn size(out: &mut String, goals: &mut Vec<Goal>, seed: u64, length: Duration) {
         at_least: true,
         show: ratio,
     });
+}
+
+/// Who is shed: critical requests at 0.5× beside sheddable ones at 0.3×, 1.5×,
+/// 3.5× and a spike of 12× for 60 s, on the registry mix; the target with
+/// priorities against the same arrivals all of one class.
+fn priority(out: &mut String, goals: &mut Vec<Goal>, seed: u64, length: Duration) {
+    writeln!(
+        out,
+        "## Priority: critical beside sheddable\n\n\
+         The registry mix (capacity 32, budget 2 s, target 200 ms); critical requests at 0.5× the capacity beside \
+         sheddable ones; the columns see the same arrivals, the first two with every request of one class.\n"
+    )
+    .unwrap();
+    let one_class = |setup: &Setup| Setup {
+        others: setup
+            .others
+            .iter()
+            .map(|(_, phases)| (Priority::Critical, phases.clone()))
+            .collect(),
+        ..setup.clone()
+    };
+    let columns = [
+        "fixed budget",
+        "target, one class",
+        "target, with priorities",
+    ];
+    let mut scenarios: Vec<(String, Setup, (Duration, Duration))> = [0.3, 1.5, 3.5]
+        .iter()
+        .map(|&load| {
+            let setup = classes(0.5, load, length);
+            let span = (setup.warmup, setup.end());
+            (format!("sheddable at {load}×"), setup, span)
+        })
+        .collect();
+    scenarios.push((
+        "sheddable 0.3×, 12× for 60 s, 0.3×".into(),
+        class_spike(12.0),
+        CLASS_SPIKE,
+    ));
+    for (name, setup, (from, to)) in scenarios {
+        let runs = [
+            simulate(&one_class(&setup), Policy::Budget, seed),
+            simulate(&one_class(&setup), Policy::Target(REGISTRY_TARGET), seed),
+            simulate(&setup, Policy::Target(REGISTRY_TARGET), seed),
+        ];
+        // The one-class runs saw every request as critical: read them by the
+        // arrivals' own classes.
+        let classes: Vec<Priority> = setup.requests(seed).iter().map(|r| r.priority).collect();
+        let runs = runs.map(|run| run.with_classes(&classes));
+        let figures = |run: &Run, sheddable: bool| -> ClassFigures {
+            let class = if sheddable {
+                Priority::Sheddable
+            } else {
+                Priority::Critical
+            };
+            run.class_figures(class, from, to)
+        };
+        writeln!(out, "### {name}\n").unwrap();
+        writeln!(out, "| | {} |\n|---|---|---|---|", columns.join(" | ")).unwrap();
+        let rows: [Row; 5] = [
+            ("critical: shed", |x| pct(x.shed), false),
+            (
+                "critical: admitted wait p50 / p99",
+                |x| format!("{} / {}", time(x.wait[0]), time(x.wait[1])),
+                false,
+            ),
+            ("sheddable: shed", |x| pct(x.shed), true),
+            (
+                "sheddable: shed while parked, for a critical request",
+                |x| x.outranked.to_string(),
+                true,
+            ),
+            (
+                "sheddable: admitted wait p50 / p99",
+                |x| format!("{} / {}", time(x.wait[0]), time(x.wait[1])),
+                true,
+            ),
+        ];
+        for (label, cell, sheddable) in rows {
+            let cells: Vec<String> = runs.iter().map(|r| cell(&figures(r, sheddable))).collect();
+            writeln!(out, "| {label} | {} |", cells.join(" | ")).unwrap();
+        }
+        writeln!(out).unwrap();
+        let critical = figures(&runs[2], false);
+        let sheddable = figures(&runs[2], true);
+        goals.push(Goal {
+            what: leak(format!("priority, {name}: critical shed ≤ 0.1 %")),
+            value: critical.shed,
+            bound: 0.001,
+            at_least: false,
+            show: pct,
+        });
+        if name.contains("0.3×") && !name.contains("12×") {
+            goals.push(Goal {
+                what: "priority, 0.8× in total: sheddable shed ≤ 0.1 %",
+                value: sheddable.shed,
+                bound: 0.001,
+                at_least: false,
+                show: pct,
+            });
+        } else {
+            goals.push(Goal {
+                what: leak(format!("priority, {name}: critical wait p99 ≤ 400 ms")),
+                value: s(critical.wait[1]),
+                bound: 0.4,
+                at_least: false,
+                show: secs,
+            });
+        }
+    }
+}
+
+/// A row of a class table: its label, its cell, and whether it reads the
+/// sheddable class.
+type Row = (&'static str, fn(&ClassFigures) -> String, bool);
+
+/// A goal's name made at run time, kept for the rest of the run.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
 }
 
 fn main() {

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use admit::{GateError, Observer, OverloadEvent, ShedEvent, ShedReason};
+use admit::{GateError, Observer, OverloadEvent, Priority, ShedEvent, ShedReason};
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
@@ -150,8 +150,12 @@ pub struct Setup {
     pub give_up: Duration,
     /// The requests.
     pub mix: Mix,
-    /// Each phase's length and offered load, in order.
+    /// Each phase's length and offered load, in order: the arrivals of
+    /// [`Priority::Critical`].
     pub phases: Vec<(Duration, f64)>,
+    /// The arrivals of other classes beside them, each with phases of its own
+    /// (ending with the critical ones'), drawn after them from the same seed.
+    pub others: Vec<(Priority, Vec<(Duration, f64)>)>,
     /// Requests arriving before this are left out of the figures.
     pub warmup: Duration,
     /// Every time above runs this many times slower on the runtime's clock, and
@@ -165,6 +169,8 @@ pub struct Setup {
 pub struct Request {
     /// When it arrives, from the start of the run.
     pub arrival: Duration,
+    /// Its class.
+    pub priority: Priority,
     /// The units it asks for.
     pub units: usize,
     /// How long it holds them once admitted ([`Mix::Uploads`]), or its service
@@ -184,25 +190,35 @@ impl Setup {
     pub fn requests(&self, seed: u64) -> Vec<Request> {
         let mut rng = Rng::new(seed);
         let mut out = Vec::new();
-        let (mut t, mut phase_end) = (0.0, 0.0);
-        for &(length, load) in &self.phases {
-            phase_end += length.as_secs_f64();
-            let mean_gap = 1.0 / self.mix.rate(load, self.capacity);
-            loop {
-                t += rng.exp(mean_gap);
-                if t >= phase_end {
-                    // Memoryless: the next phase's first gap starts at its start.
+        let classes = std::iter::once((Priority::Critical, &self.phases))
+            .chain(self.others.iter().map(|(p, v)| (*p, v)));
+        for (priority, phases) in classes {
+            let (mut t, mut phase_end) = (0.0, 0.0);
+            for &(length, load) in phases {
+                phase_end += length.as_secs_f64();
+                if load == 0.0 {
                     t = phase_end;
-                    break;
+                    continue;
                 }
-                let (units, work) = self.mix.draw(&mut rng);
-                out.push(Request {
-                    arrival: Duration::from_secs_f64(t),
-                    units,
-                    work,
-                });
+                let mean_gap = 1.0 / self.mix.rate(load, self.capacity);
+                loop {
+                    t += rng.exp(mean_gap);
+                    if t >= phase_end {
+                        // Memoryless: the next phase's first gap starts at its start.
+                        t = phase_end;
+                        break;
+                    }
+                    let (units, work) = self.mix.draw(&mut rng);
+                    out.push(Request {
+                        arrival: Duration::from_secs_f64(t),
+                        priority,
+                        units,
+                        work,
+                    });
+                }
             }
         }
+        out.sort_by_key(|r| r.arrival);
         out
     }
 }
@@ -379,7 +395,9 @@ pub fn simulate(setup: &Setup, policy: Policy, seed: u64) -> Run {
                     let (mix, give_up) = (setup.mix, up(setup.give_up));
                     tasks.push(tokio::task::spawn_local(async move {
                         let arrived = Instant::now();
-                        let acquire = gate.acquire(request.units, Site::Upload);
+                        let acquire = gate
+                            .acquire(request.units, Site::Upload)
+                            .priority(request.priority);
                         let outcome = match tokio::time::timeout(give_up, acquire).await {
                             Err(_) => Outcome::GaveUp {
                                 after: elapsed(arrived),
@@ -896,6 +914,44 @@ impl Run {
         (total, entries)
     }
 
+    /// The same run with each request's class read from `classes` (in arrival
+    /// order): for a run that saw every request as one class.
+    #[must_use]
+    pub fn with_classes(self, classes: &[Priority]) -> Run {
+        let mut records = self.records;
+        for (record, &class) in records.iter_mut().zip(classes) {
+            record.request.priority = class;
+        }
+        Run { records, ..self }
+    }
+
+    /// The figures of one class over the requests of it that arrived in
+    /// `[from, to)`.
+    #[must_use]
+    pub fn class_figures(&self, priority: Priority, from: Duration, to: Duration) -> ClassFigures {
+        let mut waits = Vec::new();
+        let (mut requests, mut shed, mut outranked) = (0, 0, 0);
+        for r in self.records.iter().filter(|r| {
+            r.request.priority == priority && r.request.arrival >= from && r.request.arrival < to
+        }) {
+            requests += 1;
+            match r.outcome {
+                Outcome::Admitted { wait, .. } => waits.push(wait),
+                Outcome::Shed { reason, .. } => {
+                    shed += 1;
+                    outranked += usize::from(reason == Some(ShedReason::Outranked));
+                }
+                Outcome::GaveUp { .. } => {}
+            }
+        }
+        ClassFigures {
+            requests,
+            shed: shed as f64 / requests.max(1) as f64,
+            outranked,
+            wait: [0.5, 0.99].map(|q| quantile(&mut waits, q)),
+        }
+    }
+
     /// Every grant, by time: (when, the wait before it).
     fn grants(&self) -> Vec<(Duration, Duration)> {
         let mut grants: Vec<_> = self
@@ -949,6 +1005,19 @@ impl Run {
     }
 }
 
+/// What [`Run::class_figures`] gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClassFigures {
+    /// Requests of the class that arrived in the span.
+    pub requests: usize,
+    /// Their share shed, for any reason.
+    pub shed: f64,
+    /// Of the shed, those shed while parked for a higher class.
+    pub outranked: usize,
+    /// Admitted waits: p50, p99.
+    pub wait: [Option<Duration>; 2],
+}
+
 /// The p99 of the waits of `grants` (sorted by time) granted in `[from, to)`.
 fn p99_granted(grants: &[(Duration, Duration)], from: Duration, to: Duration) -> Option<Duration> {
     let a = grants.partition_point(|&(at, _)| at < from);
@@ -975,6 +1044,7 @@ pub fn uploads(load: f64, length: Duration) -> Setup {
         give_up: Duration::from_secs(20),
         mix: Mix::Uploads,
         phases: vec![(Duration::from_secs(60) + length, load)],
+        others: Vec::new(),
         warmup: Duration::from_secs(60),
         time_scale: 1,
     }
@@ -991,6 +1061,42 @@ pub fn registry(load: f64, length: Duration) -> Setup {
         ..uploads(load, length)
     }
 }
+
+/// The registry mix with two classes: critical requests at `critical` times the
+/// capacity beside sheddable ones at `sheddable` (both steady), for `length`
+/// after a warm-up of 60 s.
+#[must_use]
+pub fn classes(critical: f64, sheddable: f64, length: Duration) -> Setup {
+    let setup = registry(critical, length);
+    Setup {
+        others: vec![(
+            Priority::Sheddable,
+            setup.phases.iter().map(|&(d, _)| (d, sheddable)).collect(),
+        )],
+        ..setup
+    }
+}
+
+/// The registry mix with critical requests at 0.5× throughout, and sheddable
+/// ones at 0.3× but for a spike of `spike` times the capacity for 60 s: 0.8×
+/// in total before and after it.
+#[must_use]
+pub fn class_spike(spike: f64) -> Setup {
+    let quiet = Duration::from_secs(120);
+    let length = Duration::from_secs(60);
+    Setup {
+        phases: vec![(quiet * 2 + length, 0.5)],
+        others: vec![(
+            Priority::Sheddable,
+            vec![(quiet, 0.3), (length, spike), (quiet, 0.3)],
+        )],
+        warmup: Duration::from_secs(60),
+        ..registry(0.5, Duration::ZERO)
+    }
+}
+
+/// When the spike of [`class_spike`] starts and ends.
+pub const CLASS_SPIKE: (Duration, Duration) = (Duration::from_secs(120), Duration::from_secs(180));
 
 /// The upload mix at 0.8× for 120 s, 1.4× for 60 s, then 0.8× for 120 s.
 #[must_use]
@@ -1025,6 +1131,7 @@ pub fn bohde(timeout: Duration) -> Setup {
             service: Duration::from_millis(2),
         },
         phases: vec![(Duration::from_secs(10), 2.0)],
+        others: Vec::new(),
         warmup: Duration::ZERO,
         time_scale: 1000,
     }

@@ -1,6 +1,7 @@
 //! The gate's invariants under a storm of threads with an overload target: blocking
-//! acquires of 1 to 3 units with short real holds, more than the capacity can
-//! serve, so the gate turns overloaded, caps waits and sheds at arrival. Whatever
+//! acquires of 1 to 3 units and of every priority class, with short real holds,
+//! more than the capacity can serve, so the gate turns overloaded, caps waits,
+//! sheds at arrival and sheds parked requests for higher classes. Whatever
 //! the schedule: the observer's gauge never exceeds the capacity, every acquire
 //! ends in exactly one outcome and the observer hears each grant and each shed
 //! once, and at the end every unit is back and nobody is parked. The clock is real
@@ -15,7 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use admit::{
-    AdmitEvent, Gate, GateError, Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason,
+    AdmitEvent, Gate, GateError, Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent,
+    ShedReason,
 };
 
 admit::sources! {
@@ -95,7 +97,8 @@ fn the_gates_invariants_hold_under_an_overloaded_storm() {
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     let units = 1 + (seed % 3) as usize;
-                    match gate.acquire_blocking(units, Site::A) {
+                    let priority = Priority::ALL[(seed >> 8) as usize % Priority::ALL.len()];
+                    match gate.acquire(units, Site::A).priority(priority).blocking() {
                         Ok(permit) => {
                             granted.fetch_add(1, Ordering::SeqCst);
                             let spin = Instant::now();
@@ -153,6 +156,10 @@ fn the_gates_invariants_hold_under_an_overloaded_storm() {
     assert!(
         cfg!(miri) || by_rule > 0,
         "the storm never reached the overload rule"
+    );
+    assert!(
+        cfg!(miri) || shed_for(ShedReason::Outranked) > 0,
+        "no parked request was shed for a higher class"
     );
     assert!(!gate.is_closed());
 }

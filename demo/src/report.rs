@@ -372,11 +372,11 @@ impl Report {
         let admitted = self.server.admitted as f64;
         check(
             "every admission timed once (wait) and every release once (hold)",
-            self.after.metric("wait_seconds_count") == Some(admitted)
+            self.after.sum("wait_seconds_count", &[]) == Some(admitted)
                 && self.after.metric("hold_seconds_count") == Some(admitted),
             format!(
                 "wait_seconds_count {:?}, hold_seconds_count {:?}, admitted {}",
-                self.after.metric("wait_seconds_count"),
+                self.after.sum("wait_seconds_count", &[]),
                 self.after.metric("hold_seconds_count"),
                 self.server.admitted
             ),

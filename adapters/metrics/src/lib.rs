@@ -5,7 +5,8 @@ use core::time::Duration;
 use std::sync::OnceLock;
 
 use admit::{
-    AdmitEvent, CapacityEvent, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
+    AdmitEvent, CapacityEvent, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason,
+    StartEvent,
 };
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
@@ -31,6 +32,16 @@ pub struct MetricsObserver {
 
 /// The number of shed reasons counted apart: [`ShedReason::ALL`].
 const REASONS: usize = ShedReason::ALL.len();
+/// The number of priority classes counted apart: [`Priority::ALL`].
+const PRIORITIES: usize = Priority::ALL.len();
+
+/// The position of `priority` in [`Priority::ALL`].
+fn priority_index(priority: Priority) -> usize {
+    Priority::ALL
+        .iter()
+        .position(|&p| p == priority)
+        .expect("every class is in ALL")
+}
 
 /// A count slot once its count was handed over: events then go to the handles.
 const IN_USE_HANDED_OVER: isize = isize::MIN;
@@ -79,19 +90,19 @@ impl State {
             capacity: AtomicUsize::new(capacity),
             overloaded: AtomicBool::new(false),
             in_use: AtomicIsize::new(0),
-            sheds: (0..sources.len() * REASONS)
+            sheds: (0..sources.len() * REASONS * PRIORITIES)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
         }
     }
 
-    /// The index of `(source, reason)` in `sheds` and in `Handles::shed_total`, if
+    /// The index of `(source, reason, priority)` in `sheds` and in `Handles::shed_total`, if
     /// both are known (a gate only reports its own labels; a reason added to
     /// `admit` later, or an observer called by hand, may not be).
-    fn slot(&self, source: &'static str, reason: ShedReason) -> Option<usize> {
+    fn slot(&self, source: &'static str, reason: ShedReason, priority: Priority) -> Option<usize> {
         let source = self.sources.iter().position(|&label| label == source)?;
         let reason = ShedReason::ALL.iter().position(|&r| r == reason)?;
-        Some(source * REASONS + reason)
+        Some((source * REASONS + reason) * PRIORITIES + priority_index(priority))
     }
 
     /// Counts `event`, unless its count was handed over already.
@@ -100,8 +111,12 @@ impl State {
         let added = match event {
             Event::Admit { units, .. } => add_unless_handed_over(&self.in_use, signed(units)),
             Event::Release { units, .. } => add_unless_handed_over(&self.in_use, -signed(units)),
-            Event::Shed { source, reason } => {
-                let Some(slot) = self.slot(source, reason) else {
+            Event::Shed {
+                source,
+                reason,
+                priority,
+            } => {
+                let Some(slot) = self.slot(source, reason, priority) else {
                     return Counted::NoSlot;
                 };
                 self.sheds[slot]
@@ -192,6 +207,7 @@ enum Event {
     Admit {
         units: usize,
         waited: Duration,
+        priority: Priority,
     },
     Release {
         units: usize,
@@ -200,6 +216,7 @@ enum Event {
     Shed {
         source: &'static str,
         reason: ShedReason,
+        priority: Priority,
     },
 }
 
@@ -226,8 +243,9 @@ struct Handles {
     units_in_use: Gauge,
     capacity_units: Gauge,
     hold_seconds: Histogram,
-    wait_seconds: Histogram,
-    /// One counter per source × reason, at `State::slot`.
+    /// One per class, in [`Priority::ALL`]'s order.
+    wait_seconds: [Histogram; PRIORITIES],
+    /// One counter per source × reason × class, at `State::slot`.
     shed_total: Box<[Counter]>,
     overloaded: Gauge,
 }
@@ -236,6 +254,8 @@ struct Handles {
 const SOURCE_LABEL: &str = "source";
 /// The label key of the shed counter's reason.
 const REASON_LABEL: &str = "reason";
+/// The label key of a request's priority class (sheds and waits).
+const PRIORITY_LABEL: &str = "priority";
 
 impl MetricsObserver {
     /// An observer whose metrics are named `<prefix>_units_in_use`,
@@ -290,7 +310,7 @@ impl MetricsObserver {
         metrics::describe_histogram!(
             n.wait_seconds.clone(),
             Unit::Seconds,
-            "How long admitted callers waited for their units."
+            "How long admitted callers waited for their units, per priority class."
         );
         metrics::describe_counter!(
             n.shed_total.clone(),
@@ -300,7 +320,8 @@ impl MetricsObserver {
              ceiling expired; no_wait: a try_acquire found the units taken; \
              queue_full: max_waiters already parked; overload: waited twice the overload target while the gate \
              was overloaded; hopeless: shed at arrival, its estimated wait longer than \
-             it could wait)."
+             it could wait; outranked: shed while parked for a request of a higher \
+             priority), and priority class."
         );
         metrics::describe_gauge!(
             n.overloaded.clone(),
@@ -311,13 +332,24 @@ impl MetricsObserver {
         );
     }
 
-    /// The shed counter of `(source, reason)` in the recorder in force.
-    fn shed_counter(&self, source: &'static str, reason: ShedReason) -> Counter {
+    /// The shed counter of `(source, reason, priority)` in the recorder in force.
+    fn shed_counter(
+        &self,
+        source: &'static str,
+        reason: ShedReason,
+        priority: Priority,
+    ) -> Counter {
         metrics::counter!(
             self.names.shed_total.clone(),
             SOURCE_LABEL => source,
-            REASON_LABEL => reason.label()
+            REASON_LABEL => reason.label(),
+            PRIORITY_LABEL => priority.label()
         )
+    }
+
+    /// The wait histogram of `priority` in the recorder in force.
+    fn wait_histogram(&self, priority: Priority) -> Histogram {
+        metrics::histogram!(self.names.wait_seconds.clone(), PRIORITY_LABEL => priority.label())
     }
 
     /// Describes and registers every metric in the recorder in force, each series
@@ -332,7 +364,9 @@ impl MetricsObserver {
             .set(gauge_value(state.overloaded.load(Ordering::Acquire)));
         for &source in state.sources.iter() {
             for reason in ShedReason::ALL {
-                self.shed_counter(source, reason).absolute(0);
+                for priority in Priority::ALL {
+                    self.shed_counter(source, reason, priority).absolute(0);
+                }
             }
         }
     }
@@ -347,11 +381,15 @@ impl MetricsObserver {
             units_in_use: metrics::gauge!(n.units_in_use.clone()),
             capacity_units: metrics::gauge!(n.capacity_units.clone()),
             hold_seconds: metrics::histogram!(n.hold_seconds.clone()),
-            wait_seconds: metrics::histogram!(n.wait_seconds.clone()),
+            wait_seconds: Priority::ALL.map(|priority| self.wait_histogram(priority)),
             shed_total: state
                 .sources
                 .iter()
-                .flat_map(|&source| ShedReason::ALL.map(|reason| self.shed_counter(source, reason)))
+                .flat_map(|&source| {
+                    ShedReason::ALL.into_iter().flat_map(move |reason| {
+                        Priority::ALL.map(|priority| self.shed_counter(source, reason, priority))
+                    })
+                })
                 .collect(),
             overloaded: metrics::gauge!(n.overloaded.clone()),
         };
@@ -399,7 +437,9 @@ impl MetricsObserver {
             // in the thread resolving right now, together with the admission of any
             // units this event releases). The observation is left.
             Counted::Pending => match event {
-                Event::Admit { waited, .. } => handles.wait_seconds.record(waited.as_secs_f64()),
+                Event::Admit {
+                    waited, priority, ..
+                } => handles.wait_seconds[priority_index(priority)].record(waited.as_secs_f64()),
                 Event::Release { held, .. } => handles.hold_seconds.record(held.as_secs_f64()),
                 Event::Shed { .. } => {}
             },
@@ -411,34 +451,54 @@ impl MetricsObserver {
     fn through_facade(&self, event: Event) {
         let n = &self.names;
         match event {
-            Event::Admit { units, waited } => {
+            Event::Admit {
+                units,
+                waited,
+                priority,
+            } => {
                 metrics::gauge!(n.units_in_use.clone()).increment(units as f64);
-                metrics::histogram!(n.wait_seconds.clone()).record(waited.as_secs_f64());
+                self.wait_histogram(priority).record(waited.as_secs_f64());
             }
             Event::Release { units, held } => {
                 metrics::gauge!(n.units_in_use.clone()).decrement(units as f64);
                 metrics::histogram!(n.hold_seconds.clone()).record(held.as_secs_f64());
             }
-            Event::Shed { source, reason } => self.shed_counter(source, reason).increment(1),
+            Event::Shed {
+                source,
+                reason,
+                priority,
+            } => self.shed_counter(source, reason, priority).increment(1),
         }
     }
 
     /// An event on resolved handles.
     fn apply(&self, h: &Handles, event: Event) {
         match event {
-            Event::Admit { units, waited } => {
+            Event::Admit {
+                units,
+                waited,
+                priority,
+            } => {
                 h.units_in_use.increment(units as f64);
-                h.wait_seconds.record(waited.as_secs_f64());
+                h.wait_seconds[priority_index(priority)].record(waited.as_secs_f64());
             }
             Event::Release { units, held } => {
                 h.units_in_use.decrement(units as f64);
                 h.hold_seconds.record(held.as_secs_f64());
             }
-            Event::Shed { source, reason } => {
-                match self.state.get().and_then(|s| s.slot(source, reason)) {
+            Event::Shed {
+                source,
+                reason,
+                priority,
+            } => {
+                match self
+                    .state
+                    .get()
+                    .and_then(|s| s.slot(source, reason, priority))
+                {
                     Some(slot) => h.shed_total[slot].increment(1),
                     // A label the source type did not list at start: still counted.
-                    None => self.shed_counter(source, reason).increment(1),
+                    None => self.shed_counter(source, reason, priority).increment(1),
                 }
             }
         }
@@ -484,6 +544,7 @@ impl admit::Observer for MetricsObserver {
         self.event(Event::Admit {
             units: event.units,
             waited: event.waited,
+            priority: event.priority,
         });
     }
 
@@ -498,6 +559,7 @@ impl admit::Observer for MetricsObserver {
         self.event(Event::Shed {
             source: event.source,
             reason: event.reason,
+            priority: event.priority,
         });
     }
 

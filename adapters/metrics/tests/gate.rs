@@ -262,3 +262,53 @@ fn an_overloaded_gate_sets_the_gauge_and_counts_hopeless_and_overload_sheds() {
     assert_eq!(histogram(&m, "uploads_hold_seconds"), vec![1.0; 5]);
     assert_eq!(gauge(&m, "uploads_units_in_use"), 1.0);
 }
+
+#[test]
+fn sheds_and_waits_carry_the_priority_class() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _held = run(&recorder, async {
+        let gate = gate(2);
+        let held = gate.acquire(2, Route::Upload).await.unwrap();
+        let shed = gate
+            .acquire(1, Route::Mirror)
+            .priority(admit::Priority::Sheddable)
+            .try_now()
+            .unwrap_err();
+        assert!(shed.is_shed());
+        held
+    });
+    let m = support::read_by_priority(&snapshotter);
+    let count = |source: &str, reason: &str, priority: &str| {
+        let key = (
+            "uploads_shed_total".to_owned(),
+            source.to_owned(),
+            reason.to_owned(),
+            priority.to_owned(),
+        );
+        match &m
+            .get(&key)
+            .unwrap_or_else(|| panic!("no series {key:?}"))
+            .value
+        {
+            metrics_util::debugging::DebugValue::Counter(v) => *v,
+            other => panic!("{other:?}"),
+        }
+    };
+    // Every class's series exists from the start, at 0 but the one shed.
+    for priority in admit::Priority::ALL.map(admit::Priority::label) {
+        let expected = u64::from(priority == "sheddable");
+        assert_eq!(count("mirror", "no_wait", priority), expected, "{priority}");
+        assert_eq!(count("upload", "no_wait", priority), 0);
+    }
+    let waits = (
+        "uploads_wait_seconds".to_owned(),
+        String::new(),
+        String::new(),
+        "critical".to_owned(),
+    );
+    assert!(
+        matches!(&m[&waits].value, metrics_util::debugging::DebugValue::Histogram(v) if v.len() == 1),
+        "the admission's wait, under its class"
+    );
+}

@@ -1,5 +1,7 @@
 //! What the caller's closure says about one request.
 
+use admit::Priority;
+
 /// The caller's decision for one request, made from its head
 /// ([`http::request::Parts`]) before the body is touched.
 ///
@@ -43,6 +45,10 @@ pub enum Decision<S> {
         units: usize,
         /// The call site, for the gate's metrics.
         source: S,
+        /// The request's priority class: who the gate sheds first. `None`: the
+        /// source's ([`Source::priority`](admit::Source::priority)). Set with
+        /// [`Decision::priority`].
+        priority: Option<Priority>,
     },
     /// Call the inner service at once, holding nothing: health checks, `/metrics`,
     /// anything cheap that must answer while the gate is full.
@@ -62,6 +68,43 @@ impl<S> Decision<S> {
     #[must_use]
     pub fn admit(units: usize, source: S) -> Self {
         assert!(units > 0, "admit_tower::Decision::admit: zero units");
-        Self::Admit { units, source }
+        Self::Admit {
+            units,
+            source,
+            priority: None,
+        }
+    }
+
+    /// The same decision with the request's priority class (a `Bypass` is left
+    /// as it is: it waits for nothing). A resumed upload outranks a new one:
+    ///
+    /// ```
+    /// use admit::Priority;
+    /// use admit_tower::Decision;
+    /// use http::request::Parts;
+    ///
+    /// admit::sources! { pub enum Route { Upload => "upload" } }
+    ///
+    /// fn decide(head: &Parts) -> Decision<Route> {
+    ///     let resumed = head.headers.contains_key(http::header::CONTENT_RANGE);
+    ///     Decision::admit(1, Route::Upload).priority(if resumed {
+    ///         Priority::CriticalPlus
+    ///     } else {
+    ///         Priority::Critical
+    ///     })
+    /// }
+    /// # let (head, ()) = http::Request::patch("/upload").header("content-range", "0-1").body(()).unwrap().into_parts();
+    /// # assert_eq!(decide(&head), Decision::admit(1, Route::Upload).priority(Priority::CriticalPlus));
+    /// ```
+    #[must_use]
+    pub fn priority(self, class: Priority) -> Self {
+        match self {
+            Self::Admit { units, source, .. } => Self::Admit {
+                units,
+                source,
+                priority: Some(class),
+            },
+            Self::Bypass => Self::Bypass,
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use admit::{Gate, GateError, GatePermit, Observer, Source, Timer};
+use admit::{Gate, GateError, GatePermit, Observer, Priority, Source, Timer};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Request, Response, Version};
@@ -32,6 +32,7 @@ trait DynGate<S: Source>: Send + Sync {
         &self,
         units: usize,
         source: S,
+        priority: Priority,
         ceiling: Option<Duration>,
         hang_up: Option<HangUp>,
     ) -> BoxAcquire<S>;
@@ -44,12 +45,13 @@ impl<S: Source, T: Timer, O: Observer> DynGate<S> for Gate<S, T, O> {
         &self,
         units: usize,
         source: S,
+        priority: Priority,
         ceiling: Option<Duration>,
         hang_up: Option<HangUp>,
     ) -> BoxAcquire<S> {
         let gate = self.clone();
         Box::pin(async move {
-            let mut acquire = gate.acquire(units, source);
+            let mut acquire = gate.acquire(units, source).priority(priority);
             if let Some(ceiling) = ceiling {
                 acquire = acquire.ceiling(ceiling);
             }
@@ -381,13 +383,21 @@ where
                     hold: Some(Hold::none()),
                 },
             },
-            Decision::Admit { units, source } => {
+            Decision::Admit {
+                units,
+                source,
+                priority,
+            } => {
                 let ceiling = request.extensions().get::<WaitCeiling>().map(|c| c.0);
                 let hang_up = hang_up(&request);
                 if hang_up.is_none() {
                     self.shared.warn_unwatched(request.version());
                 }
-                let acquire = self.shared.gate.acquire(units, source, ceiling, hang_up);
+                let priority = priority.unwrap_or_else(|| source.priority());
+                let acquire = self
+                    .shared
+                    .gate
+                    .acquire(units, source, priority, ceiling, hang_up);
                 // The ready service goes with the request; a clone stays for the next.
                 let ready = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, ready);

@@ -448,7 +448,11 @@ fn rejection_and_debug_output() {
     let decision = Decision::admit(2, Route::Mirror);
     assert_eq!(
         format!("{decision:?}"),
-        "Admit { units: 2, source: Mirror }"
+        "Admit { units: 2, source: Mirror, priority: None }"
+    );
+    assert_eq!(
+        format!("{:?}", decision.priority(admit::Priority::Sheddable)),
+        "Admit { units: 2, source: Mirror, priority: Some(Sheddable) }"
     );
 }
 
@@ -456,4 +460,28 @@ fn rejection_and_debug_output() {
 #[should_panic(expected = "zero units")]
 fn a_zero_unit_decision_panics() {
     let _ = Decision::admit(0, Route::Upload);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_decision_s_priority_reaches_the_gate() {
+    let (gate, counting) = gate(2, Duration::from_secs(5));
+    let decide = |head: &Parts| match head.uri.path() {
+        "/prefetch" => Decision::admit(1, Route::Upload).priority(admit::Priority::Sheddable),
+        _ => Decision::admit(1, Route::Upload),
+    };
+    let mut service = AdmitLayer::new(gate.clone(), decide).layer(ok_service(Arc::default()));
+    for path in ["/prefetch", "/upload"] {
+        let response = service
+            .ready()
+            .await
+            .unwrap()
+            .call(request(path))
+            .await
+            .unwrap();
+        assert_eq!(body_text(response).await, "ok");
+    }
+    assert_eq!(
+        counting.admitted_classes(),
+        [admit::Priority::Sheddable, admit::Priority::Critical]
+    );
 }

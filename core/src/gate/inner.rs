@@ -209,7 +209,9 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             return Err(ShedReason::Hopeless);
         }
         // Behind the lower classes past the target (or past the most it may
-        // wait): shed the lowest of them first, enough to be within it.
+        // wait): shed the lowest of them first, enough to be within it. Not
+        // only while overloaded: a spike of a lower class fills the queue long
+        // before an interval shows it standing.
         let goal = overload.target().min(longest);
         if let Some(goal) = self.pace.units_within(goal, self.semaphore.capacity()) {
             let behind_all = self.deficit(0, Priority::Sheddable);

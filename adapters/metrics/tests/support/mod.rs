@@ -20,9 +20,34 @@ pub struct Series {
 /// absent).
 pub type Key = (String, String, String);
 
-/// Series by [`Key`]. Reading resets the recorder's counters and gauges, so each
-/// test reads once, at the point it checks.
+/// Series by [`Key`], the `priority` label summed over (a counter's values
+/// added, a histogram's samples joined). Reading resets the recorder's counters
+/// and gauges, so each test reads once, at the point it checks.
 pub fn read(snapshotter: &Snapshotter) -> HashMap<Key, Series> {
+    let mut out: HashMap<Key, Series> = HashMap::new();
+    for ((name, source, reason, _), series) in read_by_priority(snapshotter) {
+        match out.entry((name, source, reason)) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(series);
+            }
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                let merged = slot.get_mut();
+                merged.described |= series.described;
+                match (&mut merged.value, series.value) {
+                    (DebugValue::Counter(a), DebugValue::Counter(b)) => *a += b,
+                    (DebugValue::Histogram(a), DebugValue::Histogram(b)) => a.extend(b),
+                    (a, b) => panic!("two series of one key: {a:?} and {b:?}"),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Series by [`Key`] and their `priority` label ("" when absent).
+pub fn read_by_priority(
+    snapshotter: &Snapshotter,
+) -> HashMap<(String, String, String, String), Series> {
     snapshotter
         .snapshot()
         .into_vec()
@@ -41,7 +66,12 @@ pub fn read(snapshotter: &Snapshotter) -> HashMap<Key, Series> {
                 value,
             };
             (
-                (key.name().to_owned(), label("source"), label("reason")),
+                (
+                    key.name().to_owned(),
+                    label("source"),
+                    label("reason"),
+                    label("priority"),
+                ),
                 series,
             )
         })

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use admit::{AdmitEvent, Observer, ReleaseEvent, ShedEvent, ShedReason};
+use admit::{AdmitEvent, Observer, Priority, ReleaseEvent, ShedEvent, ShedReason};
 use tokio::sync::watch;
 
 admit::sources! {
@@ -22,6 +22,7 @@ pub struct Counting {
     pub shed: AtomicUsize,
     pub released: AtomicUsize,
     reasons: Mutex<Vec<ShedReason>>,
+    classes: Mutex<Vec<Priority>>,
     in_use: watch::Sender<usize>,
 }
 
@@ -32,12 +33,18 @@ impl Counting {
             shed: AtomicUsize::new(0),
             released: AtomicUsize::new(0),
             reasons: Mutex::new(Vec::new()),
+            classes: Mutex::new(Vec::new()),
             in_use: watch::channel(0).0,
         })
     }
 
     pub fn shed(&self) -> usize {
         self.shed.load(Ordering::SeqCst)
+    }
+
+    /// The class of each admission so far, in order.
+    pub fn admitted_classes(&self) -> Vec<Priority> {
+        self.classes.lock().unwrap().clone()
     }
 
     /// The reason of each shed so far, in order.
@@ -67,6 +74,7 @@ impl Counting {
 
 impl Observer for Counting {
     fn on_admit(&self, event: &AdmitEvent) {
+        self.classes.lock().unwrap().push(event.priority);
         self.admitted.fetch_add(1, Ordering::SeqCst);
         self.in_use.send_modify(|n| *n += event.units);
     }
