@@ -7,7 +7,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use super::inner::ParkedSlot;
+use super::inner::{ParkedSlot, Waited};
 use crate::semaphore::{RankedAcquire, Refusal};
 use crate::{
     AcquireError, Gate, GateError, GatePermit, Observer, Priority, ShedReason, Source, Timer,
@@ -223,9 +223,12 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         let polled = unsafe { Pin::new_unchecked(acquire) }.poll(cx);
         match polled {
             Poll::Ready(Ok(permit)) => {
+                let how = match start {
+                    None => Waited::AtOnce,
+                    Some(s) => Waited::of(inner.timer.now().saturating_sub(s), this.slot.as_ref()),
+                };
                 this.finish();
-                let waited = start.map(|s| inner.timer.now().saturating_sub(s));
-                Poll::Ready(Ok(gate.admit(permit, this.source, this.priority, waited)))
+                Poll::Ready(Ok(gate.admit(permit, this.source, this.priority, how)))
             }
             Poll::Ready(Err(Refusal::Error(AcquireError::Closed))) => {
                 this.finish();

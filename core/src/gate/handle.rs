@@ -8,7 +8,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use super::inner::{Inner, Shared};
+use super::inner::{Inner, Shared, Waited};
 use super::on_drop::OnDrop;
 use super::overload::Overload;
 use super::permit::Admission;
@@ -206,7 +206,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     ) -> Result<GatePermit<S>, GateError> {
         self.inner.check_max_units(units)?;
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
-            Ok(permit) => Ok(self.admit(permit, source, priority, None)),
+            Ok(permit) => Ok(self.admit(permit, source, priority, Waited::AtOnce)),
             Err(TryAcquireError::NoUnits) => Err(self.inner.shed(
                 source.label(),
                 units,
@@ -237,10 +237,10 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         permit: crate::OwnedPermit,
         source: S,
         priority: Priority,
-        waited: Option<Duration>,
+        how: Waited,
     ) -> GatePermit<S> {
         let (index, label) = super::source::position_of(source);
-        let (empty, waited) = (waited.is_none(), waited.unwrap_or_default());
+        let waited = how.duration();
         let admitted_at = self.inner.timer.now();
         let units = permit.units();
         let held = &self.inner.held[index];
@@ -251,8 +251,11 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner
             .observer
             .on_admit(&AdmitEvent::new(label, units, waited).with_priority(priority));
-        // A grant at once: nobody was parked ahead (no barging).
-        self.inner.saw_wait(waited, empty);
+        match how {
+            Waited::AtOnce => self.inner.saw_wait(waited, true),
+            Waited::Parked(_) => self.inner.saw_wait(waited, false),
+            Waited::Outranked(_) => {}
+        }
         count_out_on_unwind.disarm();
         let shared: Arc<dyn Shared> = self.inner.clone();
         let admission = Admission {

@@ -213,9 +213,10 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         // only while overloaded: a spike of a lower class fills the queue long
         // before an interval shows it standing.
         let goal = overload.target().min(longest);
+        let mut slot = slot;
         if let Some(goal) = self.pace.units_within(goal, self.semaphore.capacity()) {
             let behind_all = self.deficit(0, Priority::Sheddable);
-            self.shed_below(priority, behind_all.saturating_sub(goal));
+            slot.outranked_others = self.shed_below(priority, behind_all.saturating_sub(goal));
         }
         Ok((slot, limits))
     }
@@ -223,11 +224,12 @@ impl<T: Timer, O: Observer> Inner<T, O> {
     /// Asks the semaphore to shed up to `units` of parked requests of classes
     /// below `priority`, the lowest class first, of what is parked there and
     /// not on its way out already.
-    fn shed_below(&self, priority: Priority, units: usize) {
+    /// Returns whether it asked for any.
+    fn shed_below(&self, priority: Priority, units: usize) -> bool {
         let mut left = units;
         for rank in 0..usize::from(priority.rank()) {
             if left == 0 {
-                return;
+                break;
             }
             let take = left.min(self.parked_of(rank));
             if take != 0 {
@@ -235,6 +237,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
                 left -= take;
             }
         }
+        left != units
     }
 
     /// Sheds a request that parked for `waited`, once it has left the queue:
@@ -311,6 +314,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             counted,
             queued_units: queued,
             units,
+            outranked_others: false,
         })
     }
 
@@ -328,6 +332,42 @@ pub(crate) struct ParkedSlot<'a> {
     counted: Option<&'a AtomicUsize>,
     queued_units: &'a AtomicUsize,
     units: usize,
+    /// Lower classes were shed for it at arrival: its wait, shortened so, says
+    /// nothing of how long the queue stands ([`Waited::Outranked`]).
+    pub(crate) outranked_others: bool,
+}
+
+/// How an admitted request waited: what the overload rule learns from it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Waited {
+    /// Granted at once: nobody was parked ahead (no barging), so the queue was
+    /// seen empty.
+    AtOnce,
+    /// Parked this long.
+    Parked(Duration),
+    /// Parked this long after lower classes were shed for it: not a sample of
+    /// the queue's wait (a class that always gets in by shedding others would
+    /// otherwise keep the rule from ever seeing the queue the others stand in).
+    Outranked(Duration),
+}
+
+impl Waited {
+    /// The wait itself.
+    pub(crate) fn duration(self) -> Duration {
+        match self {
+            Waited::AtOnce => Duration::ZERO,
+            Waited::Parked(wait) | Waited::Outranked(wait) => wait,
+        }
+    }
+
+    /// A parked request's wait of `waited`, as `slot` says it was got.
+    pub(crate) fn of(waited: Duration, slot: Option<&ParkedSlot<'_>>) -> Waited {
+        if slot.is_some_and(|slot| slot.outranked_others) {
+            Waited::Outranked(waited)
+        } else {
+            Waited::Parked(waited)
+        }
+    }
 }
 
 impl Drop for ParkedSlot<'_> {

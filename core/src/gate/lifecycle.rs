@@ -230,6 +230,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         priority: crate::Priority,
         deadline: Option<std::time::Instant>,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
+        use super::inner::Waited;
         use crate::semaphore::Refusal;
         use crate::{AcquireError, GateError, ShedReason};
         use std::time::Instant;
@@ -248,8 +249,12 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         loop {
             let shed = match thread.poll(acquire.as_mut()) {
                 Poll::Ready(Ok(permit)) => {
-                    let waited = parked.take().map(|_| started.elapsed());
-                    return Ok(self.admit(permit, source, priority, waited));
+                    let how = match &parked {
+                        None => Waited::AtOnce,
+                        Some((slot, _)) => Waited::of(started.elapsed(), Some(slot)),
+                    };
+                    drop(parked);
+                    return Ok(self.admit(permit, source, priority, how));
                 }
                 Poll::Ready(Err(Refusal::Error(AcquireError::Closed))) => {
                     return Err(GateError::Closed)
