@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use crate::client;
 use crate::config::Config;
 use crate::scrape::Scrape;
-use crate::server::{Route, UploadGate};
+use crate::server::{Route, UploadGate, RESUMED};
 
 /// How one client's request ended, as the client saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +36,8 @@ pub enum Outcome {
 pub struct ClientResult {
     /// The route it asked for.
     pub route: Route,
+    /// Whether it resumed an upload (`?resumed=1`: the highest class).
+    pub resumed: bool,
     /// How it ended.
     pub outcome: Outcome,
 }
@@ -139,31 +141,44 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
                             }
                         };
                     live.record(&outcome);
-                    ClientResult { route, outcome }
+                    ClientResult {
+                        route,
+                        resumed: false,
+                        outcome,
+                    }
                 });
                 continue;
             }
+            // Every fourth is a mirror; one in eight resumes an upload.
             let route = if next_client % 4 == 3 {
                 Route::Mirror
             } else {
                 Route::Upload
             };
+            let resumed = route == Route::Upload && next_client % 8 == 1;
             next_client += 1;
+            let path = if resumed {
+                format!("{}?{RESUMED}", route.path())
+            } else {
+                route.path().to_owned()
+            };
             let payload = Arc::clone(&payload);
             clients.spawn(async move {
                 tokio::time::sleep_until(at.into()).await;
-                let outcome = match tokio::time::timeout(
-                    client_timeout,
-                    client::post(addr, route.path(), &payload),
-                )
-                .await
-                {
-                    Ok(Ok(response)) => classify(&response),
-                    Ok(Err(e)) => Outcome::Failed(format!("{}: {e}", route.path())),
-                    Err(_) => Outcome::Failed(format!("{}: no answer in time", route.path())),
-                };
+                let outcome =
+                    match tokio::time::timeout(client_timeout, client::post(addr, &path, &payload))
+                        .await
+                    {
+                        Ok(Ok(response)) => classify(&response),
+                        Ok(Err(e)) => Outcome::Failed(format!("{path}: {e}")),
+                        Err(_) => Outcome::Failed(format!("{path}: no answer in time")),
+                    };
                 live.record(&outcome);
-                ClientResult { route, outcome }
+                ClientResult {
+                    route,
+                    resumed,
+                    outcome,
+                }
             });
         }
     }
@@ -172,6 +187,7 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
     while let Some(joined) = clients.join_next().await {
         results.push(joined.unwrap_or_else(|e| ClientResult {
             route: Route::Upload,
+            resumed: false,
             outcome: Outcome::Failed(format!("client task: {e}")),
         }));
     }

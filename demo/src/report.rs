@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use admit::{ShedReason, Source};
+use admit::{Priority, ShedReason, Source};
 
 use crate::config::Config;
 use crate::load::{Observed, Outcome};
@@ -84,6 +84,9 @@ pub struct Report {
     pub admitted: usize,
     /// Clients answered 503 with `Retry-After`, per route in `Route::ALL` order.
     pub shed: [usize; 2],
+    /// Of the clients, per class (`[critical_plus, critical]`: resumed uploads,
+    /// and the rest): how many there were, and how many were shed.
+    pub by_class: [(usize, usize); 2],
     /// Clients that hung up on purpose while parked.
     pub hung_up: usize,
     /// Clients answered 503 without `Retry-After`.
@@ -152,6 +155,7 @@ impl Report {
             clients: observed.results.len(),
             admitted: 0,
             shed: [0; 2],
+            by_class: [(0, 0); 2],
             hung_up: 0,
             unavailable: 0,
             failures: Vec::new(),
@@ -173,6 +177,9 @@ impl Report {
             checks: Vec::new(),
         };
         for result in &observed.results {
+            let class = &mut report.by_class[usize::from(!result.resumed)];
+            class.0 += 1;
+            class.1 += usize::from(matches!(result.outcome, Outcome::Shed(_)));
             match &result.outcome {
                 Outcome::Admitted => report.admitted += 1,
                 Outcome::Shed(retry_after) => {
@@ -321,6 +328,14 @@ impl Report {
                 )
             })
             .collect();
+        let per_class = [Priority::CriticalPlus, Priority::Critical].map(|class| {
+            let i = usize::from(class != Priority::CriticalPlus);
+            (
+                class.label(),
+                self.after.sum("shed_total", &[("priority", class.label())]),
+                self.by_class[i].1,
+            )
+        });
         check(
             "shed_total = 503 Busy responses seen (hang-ups counted nowhere)",
             per_route
@@ -328,7 +343,10 @@ impl Report {
                 .all(|(_, metric, seen, busy)| *metric == Some(*seen as f64) && seen == busy)
                 && per_reason
                     .iter()
-                    .all(|(_, metric, busy)| *metric == Some(*busy as f64)),
+                    .all(|(_, metric, busy)| *metric == Some(*busy as f64))
+                && per_class
+                    .iter()
+                    .all(|(_, metric, seen)| *metric == Some(*seen as f64)),
             per_route
                 .iter()
                 .map(|(label, metric, seen, busy)| {
@@ -338,6 +356,9 @@ impl Report {
                 })
                 .chain(per_reason.iter().map(|(label, metric, busy)| {
                     format!("reason {label}: metric {metric:?}, server answered {busy}")
+                }))
+                .chain(per_class.iter().map(|(label, metric, seen)| {
+                    format!("class {label}: metric {metric:?}, clients saw {seen}")
                 }))
                 .collect::<Vec<_>>()
                 .join("; "),
@@ -477,6 +498,13 @@ impl fmt::Display for Report {
             self.shed[1],
             by_reason(|reason| self.shed_for(reason)),
         )?;
+        let [resumed, other] = self.by_class;
+        writeln!(
+            f,
+            "            shed by class: critical_plus (resumed uploads) {} of {}, critical {} of {}; \
+             by size: 1 unit {}, 2 units {}",
+            resumed.1, resumed.0, other.1, other.0, self.shed[0], self.shed[1],
+        )?;
         writeln!(
             f,
             "            server saw {} hang-ups as Cancelled, {} after admission",
@@ -513,7 +541,8 @@ impl fmt::Display for Report {
             None => writeln!(f, "  overload  no target: the wait budget alone")?,
             Some(target) => {
                 let spans = self.overloaded();
-                let time: f64 = spans.iter().map(|(from, to)| to - from).sum();
+                // A fold from 0.0: an empty float `sum` is -0.0, printed "-0.0".
+                let time = spans.iter().fold(0.0, |all, (from, to)| all + (to - from));
                 writeln!(
                     f,
                     "  overload  target {}: overloaded {} time(s), {time:.1}s in all; a request parked while overloaded waits at most {}",

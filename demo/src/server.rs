@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use admit::{
-    AdmitEvent, CapacityEvent, GateError, Observer, OverloadEvent, ReleaseEvent, ShedEvent,
-    ShedReason, Source, StartEvent,
+    AdmitEvent, CapacityEvent, GateError, Observer, OverloadEvent, Priority, ReleaseEvent,
+    ShedEvent, ShedReason, Source, StartEvent,
 };
 use admit_metrics::MetricsObserver;
 use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
@@ -83,14 +83,24 @@ impl Route {
     }
 }
 
-/// The layer's decision: the upload routes wait for their units, everything else
+/// The query of an upload that resumes a session: it outranks every new one
+/// ([`Priority::CriticalPlus`]), since most of its bytes are sent already.
+pub const RESUMED: &str = "resumed=1";
+
+/// The layer's decision: the upload routes wait for their units, a resumed
+/// upload first among them when someone must be shed; everything else
 /// (`/metrics`) bypasses the gate.
 #[must_use]
 pub fn decide(head: &Parts) -> Decision<Route> {
-    match head.uri.path() {
+    let decision = match head.uri.path() {
         "/upload" => Decision::admit(Route::Upload.units(), Route::Upload),
         "/mirror" => Decision::admit(Route::Mirror.units(), Route::Mirror),
-        _ => Decision::Bypass,
+        _ => return Decision::Bypass,
+    };
+    if head.uri.query() == Some(RESUMED) {
+        decision.priority(Priority::CriticalPlus)
+    } else {
+        decision
     }
 }
 
