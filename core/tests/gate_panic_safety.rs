@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use admit::{
     AdmitEvent, CapacityEvent, Gate, GateAcquire, GateError, GatePermit, Observer, OverloadEvent,
-    ReleaseEvent, ShedEvent, Source, StartEvent,
+    Priority, ReleaseEvent, ShedEvent, Source, StartEvent,
 };
 use support::{ManualTimer, Src};
 
@@ -426,8 +426,9 @@ struct Waiter<'g> {
     seen_wakes: usize,
 }
 
-/// Random operations on a gate with a panic armed before a quarter of them, in a
-/// random hook or waker (one per operation, so never two in one unwind). After
+/// Random operations on a gate (acquires of every priority class, so parked
+/// ones are shed for higher ones) with a panic armed before a quarter of them, in
+/// a random hook or waker (one per operation, so never two in one unwind). After
 /// every operation, with the woken acquires polled: the gate's books equal the
 /// permits alive, and the oldest parked request does not fit the units free
 /// (nobody stranded). In the end a drain reports exactly what is held, and once
@@ -476,8 +477,9 @@ fn random_run(seed: u64) -> usize {
                     fuse: Arc::clone(&fuse),
                     wakes: AtomicUsize::new(0),
                 });
+                let priority = Priority::ALL[rng.below(Priority::ALL.len())];
                 waiters.push(Waiter {
-                    future: Box::pin(gate.acquire(units, site(&mut rng))),
+                    future: Box::pin(gate.acquire(units, site(&mut rng)).priority(priority)),
                     waker,
                     units,
                     parked: false,

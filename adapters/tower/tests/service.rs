@@ -485,3 +485,32 @@ async fn a_decision_s_priority_reaches_the_gate() {
         [admit::Priority::Sheddable, admit::Priority::Critical]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_decision_that_panics_takes_nothing() {
+    let (gate, counting) = gate(2, Duration::from_secs(5));
+    let decide = |head: &Parts| -> Decision<Route> {
+        assert!(head.uri.path() != "/boom", "the decision panicked");
+        Decision::admit(1, Route::Upload)
+    };
+    let mut service = AdmitLayer::new(gate.clone(), decide).layer(ok_service(Arc::default()));
+    let ready = service.ready().await.unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        drop(ready.call(request("/boom")));
+    }));
+    assert!(panicked.is_err(), "the panic reaches the caller");
+    assert_eq!(
+        (gate.in_use(), gate.waiters(), counting.admitted()),
+        (0, 0, 0)
+    );
+    // The service still serves.
+    let response = service
+        .ready()
+        .await
+        .unwrap()
+        .call(request("/upload"))
+        .await
+        .unwrap();
+    assert_eq!(body_text(response).await, "ok");
+    assert_eq!(gate.in_use(), 0);
+}
