@@ -1018,6 +1018,34 @@ pub struct ClassFigures {
     pub wait: [Option<Duration>; 2],
 }
 
+impl Run {
+    /// After a spike that ended at `spike_end`, the definition of
+    /// recovery: the least `t` (in steps of 100 ms from the end) at which the p99
+    /// of the waits of the requests admitted over the next 10 s is within 1.5×
+    /// its level over `before` (at least [`RECOVERY_FLOOR`]); `None` if not by
+    /// `end`.
+    #[must_use]
+    pub fn recovery_over_next_10s(
+        &self,
+        before: (Duration, Duration),
+        spike_end: Duration,
+        end: Duration,
+    ) -> Option<Duration> {
+        let grants = self.grants();
+        let level = p99_granted(&grants, before.0, before.1)?.max(RECOVERY_FLOOR);
+        let bound = level.mul_f64(1.5);
+        let (step, window) = (Duration::from_millis(100), Duration::from_secs(10));
+        let mut t = spike_end;
+        while t + window <= end {
+            if p99_granted(&grants, t, t + window).is_none_or(|p99| p99 <= bound) {
+                return Some(t - spike_end);
+            }
+            t += step;
+        }
+        None
+    }
+}
+
 /// The p99 of the waits of `grants` (sorted by time) granted in `[from, to)`.
 fn p99_granted(grants: &[(Duration, Duration)], from: Duration, to: Duration) -> Option<Duration> {
     let a = grants.partition_point(|&(at, _)| at < from);
