@@ -986,8 +986,7 @@ impl Run {
         end: Duration,
     ) -> Option<Duration> {
         let grants = self.grants();
-        let level = p99_granted(&grants, before.0, before.1)?.max(RECOVERY_FLOOR);
-        let bound = level.mul_f64(1.5);
+        let bound = recovery_bound(&grants, before)?;
         let (step, window) = (Duration::from_millis(100), Duration::from_secs(1));
         let within = |t: Duration| {
             p99_granted(&grants, t.saturating_sub(window), t).is_none_or(|p99| p99 <= bound)
@@ -1032,8 +1031,7 @@ impl Run {
         end: Duration,
     ) -> Option<Duration> {
         let grants = self.grants();
-        let level = p99_granted(&grants, before.0, before.1)?.max(RECOVERY_FLOOR);
-        let bound = level.mul_f64(1.5);
+        let bound = recovery_bound(&grants, before)?;
         let (step, window) = (Duration::from_millis(100), Duration::from_secs(10));
         let mut t = spike_end;
         while t + window <= end {
@@ -1044,6 +1042,16 @@ impl Run {
         }
         None
     }
+}
+
+/// The wait p99 a run has recovered to after a spike: 1.5× its level over
+/// `before` (a level below [`RECOVERY_FLOOR`] counts as that).
+fn recovery_bound(
+    grants: &[(Duration, Duration)],
+    before: (Duration, Duration),
+) -> Option<Duration> {
+    let level = p99_granted(grants, before.0, before.1)?.max(RECOVERY_FLOOR);
+    Some(level.mul_f64(1.5))
 }
 
 /// The p99 of the waits of `grants` (sorted by time) granted in `[from, to)`.
