@@ -181,6 +181,17 @@ fn s(d: Option<Duration>) -> f64 {
     d.map_or(f64::INFINITY, |d| d.as_secs_f64())
 }
 
+/// `setup` under each of `policies` on the arrivals of `seed`, and each run's
+/// figures over the span measured after the warm-up.
+fn run_measured(setup: &Setup, policies: &[Policy], seed: u64) -> (Vec<Run>, Vec<Figures>) {
+    let runs: Vec<Run> = policies.iter().map(|&p| simulate(setup, p, seed)).collect();
+    let figures = runs
+        .iter()
+        .map(|r| r.figures(setup, setup.warmup, setup.end()))
+        .collect();
+    (runs, figures)
+}
+
 /// Every scenario on the arrivals of `seed`: the tables, and the goals' figures.
 fn report(seed: u64, length: Duration) -> (String, Vec<Goal>) {
     let mut out = String::new();
@@ -197,14 +208,7 @@ fn report(seed: u64, length: Duration) -> (String, Vec<Goal>) {
     .unwrap();
     for load in LOADS {
         let setup = uploads(load, length);
-        let runs: Vec<Run> = policies
-            .iter()
-            .map(|&p| simulate(&setup, p, seed))
-            .collect();
-        let figures: Vec<Figures> = runs
-            .iter()
-            .map(|r| r.figures(&setup, setup.warmup, setup.end()))
-            .collect();
+        let (runs, figures) = run_measured(&setup, &policies, seed);
         writeln!(out, "### {load}× ({} requests)\n", figures[0].requests).unwrap();
         let mut table = Table::new(&runs);
         common_rows(
@@ -437,14 +441,7 @@ fn size(out: &mut String, goals: &mut Vec<Goal>, seed: u64, length: Duration) {
         length.as_secs()
     )
     .unwrap();
-    let runs: Vec<Run> = policies
-        .iter()
-        .map(|&p| simulate(&setup, p, seed))
-        .collect();
-    let figures: Vec<Figures> = runs
-        .iter()
-        .map(|r| r.figures(&setup, setup.warmup, setup.end()))
-        .collect();
+    let (runs, figures) = run_measured(&setup, &policies, seed);
     let admitted = |x: &Figures, large: usize| 1.0 - x.shed[1 + large];
     let mut table = Table::new(&runs);
     table.each("admitted (1 unit / 2 units)", &figures, |x| {
