@@ -139,8 +139,11 @@ impl Pace {
             return None;
         }
         let mean = f64::from(f32::from_bits(mean));
-        // `as` saturates, and turns a NaN (a zero mean and wait) into 0.
-        Some((wait.as_secs_f64() * capacity as f64 / mean) as usize)
+        let units = wait.as_secs_f64() * capacity as f64 / mean;
+        // The mean is an `f32`: its rounding must not take a whole unit off an
+        // exact multiple (400 ms of 100 ms returns are four). `as` saturates,
+        // and turns a NaN (a zero mean and wait) into 0.
+        Some((units * (1.0 + f64::from(f32::EPSILON))) as usize)
     }
 }
 
