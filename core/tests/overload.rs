@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use admit::{Gate, GateAcquire, GateError, GatePermit, ShedReason};
+use admit::{Gate, GateAcquire, GateError, GatePermit, Priority, ShedReason};
 use support::{Event, ManualTimer, Recorder, Src, Trigger};
 
 type TestGate = Gate<Src, ManualTimer, Arc<Recorder>>;
@@ -264,6 +264,20 @@ fn standing_queue<'g>(
     timer: &ManualTimer,
     rec: &Recorder,
 ) -> (Waiting<'g>, GatePermit<Src>) {
+    let (head, held, _) = standing_queue_before(gate, timer, rec, 0);
+    (head, held)
+}
+
+/// [`standing_queue`], with `sheddable` 1-unit `Sheddable` requests parked
+/// behind the last critical one (at 1.2 s, before the gate is overloaded):
+/// returned too, oldest first.
+fn standing_queue_before<'g>(
+    gate: &'g TestGate,
+    timer: &ManualTimer,
+    rec: &Recorder,
+    sheddable: usize,
+) -> (Waiting<'g>, GatePermit<Src>, Vec<Waiting<'g>>) {
+    let mut behind = Vec::new();
     pace(gate, timer, ms(300)); // t = 0.3 s; the mean hold is 300 ms
     let mut held = take(gate, 1);
     let mut queue = std::collections::VecDeque::from([park(gate, 1), park(gate, 1)]);
@@ -281,6 +295,13 @@ fn standing_queue<'g>(
         if step < 4 {
             queue.push_back(park(gate, 1));
         }
+        if step == 3 {
+            behind.extend((0..sheddable).map(|_| {
+                let mut w = Box::pin(gate.acquire(1, Src::Mirror).priority(Priority::Sheddable));
+                assert!(poll(w.as_mut()).is_pending(), "expected to park");
+                w
+            }));
+        }
     }
     assert_eq!(
         rec.events()
@@ -289,7 +310,7 @@ fn standing_queue<'g>(
             .count(),
         1
     );
-    (queue.pop_front().unwrap(), held)
+    (queue.pop_front().unwrap(), held, behind)
 }
 
 #[test]
@@ -307,6 +328,46 @@ fn a_standing_queue_is_detected_and_the_cap_sheds_a_wait_past_twice_the_target()
     // A newcomer would wait a mean hold, 300 ms, past the cap: shed at arrival.
     let retry_after = hopeless(&gate, &rec, 1);
     assert!(close(retry_after, ms(300)));
+}
+
+#[test]
+fn at_the_cap_a_lower_class_is_shed_first_once_per_look() {
+    let (gate, timer, rec) = gate(1);
+    let (mut w3, _p2, mut sheddable) = standing_queue_before(&gate, &timer, &rec, 2);
+    let before = rec.total_sheds();
+    // w3 (critical) has waited 300 ms, past the cap of 200 ms: the oldest
+    // sheddable request is shed for it, and it waits on.
+    assert!(poll(w3.as_mut()).is_pending());
+    // Polled again before its next look, it sheds nobody more.
+    assert!(poll(w3.as_mut()).is_pending());
+    match poll(sheddable[0].as_mut()) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Outranked)),
+        other => panic!("{other:?}"),
+    }
+    // Its next look, a recheck later (5 s / 16 = 312.5 ms), finds the other
+    // one still parked (had the second poll shed it too, this look would find
+    // nobody below and shed w3): shed for it.
+    let recheck = BUDGET / 16;
+    timer.advance(recheck);
+    assert!(poll(w3.as_mut()).is_pending());
+    match poll(sheddable[1].as_mut()) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Outranked)),
+        other => panic!("{other:?}"),
+    }
+    // The next, with no lower class parked: shed itself, for the overload.
+    timer.advance(recheck);
+    assert!(matches!(
+        poll(w3.as_mut()),
+        Poll::Ready(Err(GateError::Busy { .. }))
+    ));
+    assert_eq!(
+        rec.shed_reasons()[before..],
+        [
+            ShedReason::Outranked,
+            ShedReason::Outranked,
+            ShedReason::Overload
+        ]
+    );
 }
 
 #[test]

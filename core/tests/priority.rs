@@ -189,6 +189,54 @@ fn a_higher_class_behind_lower_ones_past_the_target_sheds_them_lowest_first() {
 }
 
 #[test]
+fn below_the_mark_a_higher_class_waits_behind_lower_ones_as_one_fifo_would() {
+    let (gate, _, rec) = gate(4, true, None);
+    let _held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    // A critical arrival would wait 300 ms, past the target but short of the
+    // mark (four targets): a burst, which one FIFO serves as it would without
+    // classes.
+    let mut queue = vec![park(&gate, Site::Prefetch), park(&gate, Site::Prefetch)];
+    queue.push(park(&gate, Site::Pull));
+    for w in &mut queue {
+        assert!(outcome(w).is_pending());
+    }
+    assert!(rec.shed_reasons().is_empty(), "{:?}", rec.events());
+}
+
+#[test]
+fn past_the_mark_the_gate_is_pressed_for_an_interval_after_its_last_shed() {
+    let (gate, timer, rec) = gate(4, true, None);
+    let _held: Vec<_> = (0..4)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    // A fifth sheddable arrival finds the queue past the mark (400 ms): it
+    // sheds nobody (nobody is below it), but the gate is pressed.
+    let mut prefetch: Vec<_> = (0..5).map(|_| park(&gate, Site::Prefetch)).collect();
+    let mut pulls = vec![park(&gate, Site::Pull)];
+    for w in &mut prefetch {
+        outranked(w);
+    }
+    // The interval is two mean holds, 800 ms. Within it, a queue short of the
+    // mark still sheds the lower class for a higher one: the last shed keeps the
+    // gate pressed.
+    timer.advance(ms(700));
+    let mut low = park(&gate, Site::Prefetch);
+    pulls.push(park(&gate, Site::Pull));
+    outranked(&mut low);
+    // An interval after that shed, the same queue is a burst again.
+    timer.advance(ms(800));
+    let mut low = park(&gate, Site::Prefetch);
+    pulls.push(park(&gate, Site::Pull));
+    assert!(outcome(&mut low).is_pending());
+    for w in &mut pulls {
+        assert!(outcome(w).is_pending());
+    }
+    assert_eq!(rec.shed_reasons(), [ShedReason::Outranked; 6]);
+}
+
+#[test]
 fn the_same_class_sheds_nobody_and_a_lower_one_nobody_above_it() {
     let (gate, _, rec) = gate(4, true, None);
     let _held: Vec<_> = (0..4)
@@ -209,13 +257,15 @@ fn the_same_class_sheds_nobody_and_a_lower_one_nobody_above_it() {
 
 #[test]
 fn a_shed_loses_to_a_grant() {
-    let (gate, _, rec) = gate(2, true, None);
+    let (gate, timer, rec) = gate(2, true, None);
     let mut held: Vec<_> = (0..2)
         .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
         .collect();
     let mut prefetch = park(&gate, Site::Prefetch);
     let mut behind = park(&gate, Site::Prefetch);
-    // A unit comes back: the head is granted (and woken, not yet polled).
+    // A unit comes back, held as long as the others (so the pace stays): the
+    // head is granted (and woken, not yet polled).
+    timer.advance(ms(400));
     drop(held.pop());
     // A critical arrival asks for the lower class to go: the granted head keeps
     // its units; the one behind it goes.
@@ -267,7 +317,8 @@ fn a_victim_that_leaves_before_it_sees_the_shed_counts_nothing() {
     let _held: Vec<_> = (0..4)
         .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
         .collect();
-    let prefetch: Vec<_> = (0..3).map(|_| park(&gate, Site::Prefetch)).collect();
+    // Past the mark (four units' returns): the gate is pressed.
+    let prefetch: Vec<_> = (0..4).map(|_| park(&gate, Site::Prefetch)).collect();
     let _pull = park(&gate, Site::Pull);
     // The shed ones are dropped unpolled: a client that left, not a shed.
     drop(prefetch);
@@ -311,10 +362,12 @@ fn a_blocked_thread_is_shed_for_a_higher_class_too() {
     let _held: Vec<_> = (0..4)
         .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
         .collect();
+    // Past the mark with the thread: the gate is pressed.
+    let _prefetch: Vec<_> = (0..4).map(|_| park(&gate, Site::Prefetch)).collect();
     std::thread::scope(|s| {
         let low = s.spawn(|| gate.acquire(1, Site::Prefetch).blocking());
         // Hand-off: the thread has parked.
-        while gate.waiters() == 0 {
+        while gate.waiters() < 5 {
             std::thread::yield_now();
         }
         let _pull = park(&gate, Site::Pull);

@@ -324,7 +324,11 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
             let fired = unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready();
             let waited = inner.timer.now().saturating_sub(start);
             let limits = inner.wait_limits(self.units, self.ceiling);
-            if let Some(reason) = limits.expired(waited) {
+            let slot = self
+                .slot
+                .as_mut()
+                .expect("a parked `GateAcquire` has a place");
+            if let Some(reason) = inner.expired(&limits, slot, self.priority, waited) {
                 return Some(reason);
             }
             if !fired && waited < self.look_at {

@@ -81,12 +81,17 @@ use crate::{AdmitEvent, GateError, Observer, ShedReason, Source, Timer, TryAcqui
 ///   below its own; with nobody below it, it is shed
 ///   ([`QueueFull`](ShedReason::QueueFull));
 /// - with an [`overload_target`](crate::GateBuilder::overload_target), a request
+///   is hopeless only if it could not be admitted even with every lower class
+///   shed; a request that reaches the overload cap sheds its own units' worth
+///   of lower classes, once per look, and waits on (it is shed itself only
+///   with nobody below it parked); and while the gate is *pressed*, a request
 ///   that would wait past the target (or past the most it may wait) behind
 ///   requests of lower classes has enough of them shed, the lowest class and
-///   the oldest first, to wait the target; and it is hopeless only if it could
-///   not be admitted even with every lower class shed. Not only while
-///   overloaded: a spike of low-priority requests fills the queue long before
-///   the rule sees a standing queue.
+///   the oldest first, to wait the target. The gate is pressed while
+///   overloaded, and for an interval after an arrival found the queue past
+///   four targets or shed for one: a spike of low-priority requests fills the
+///   queue long before the rule sees a standing queue, and a burst at a load
+///   the gate can serve should shed nobody.
 ///
 /// A parked request shed for a higher class ends with [`GateError::Busy`] and
 /// [`ShedReason::Outranked`], counted once, when it is next polled (a client

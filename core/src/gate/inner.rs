@@ -209,16 +209,52 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             return Err(ShedReason::Hopeless);
         }
         // Behind the lower classes past the target (or past the most it may
-        // wait): shed the lowest of them first, enough to be within it. Not
-        // only while overloaded: a spike of a lower class fills the queue long
-        // before an interval shows it standing.
-        let goal = overload.target().min(longest);
+        // wait), while the gate is pressed: shed the lowest of them first,
+        // enough to be within it.
         let mut slot = slot;
-        if let Some(goal) = self.pace.units_within(goal, self.semaphore.capacity()) {
+        let capacity = self.semaphore.capacity();
+        let within = |wait| self.pace.units_within(wait, capacity);
+        if let (Some(goal), Some(mark)) = (
+            within(overload.target().min(longest)),
+            within(overload.press_mark(longest)),
+        ) {
             let behind_all = self.deficit(0, Priority::Sheddable);
-            slot.outranked_others = self.shed_below(priority, behind_all.saturating_sub(goal));
+            let now = self.timer.now();
+            let interval = overload.interval(self.pace.mean_hold());
+            if overload.pressed(behind_all > mark, now, interval) && behind_all > goal {
+                slot.outranked_others = self.shed_below(priority, behind_all - goal);
+                if slot.outranked_others {
+                    overload.press(now, interval);
+                }
+            }
         }
         Ok((slot, limits))
+    }
+
+    /// Why a request parked for `waited` in `slot` must be shed now, if it
+    /// must. At the overload cap, lower classes are shed first: as many units
+    /// as its own, the lowest class first, once per look (a request polled
+    /// more often than its timer fires sheds no more); it waits on, and is
+    /// shed itself only at a look that finds none of them parked.
+    pub(crate) fn expired(
+        &self,
+        limits: &WaitLimits<'_>,
+        slot: &mut ParkedSlot<'_>,
+        priority: Priority,
+        waited: Duration,
+    ) -> Option<ShedReason> {
+        let reason = limits.expired(waited)?;
+        if reason == ShedReason::Overload {
+            if waited < slot.outranks_again_at {
+                return None;
+            }
+            if self.shed_below(priority, slot.units) {
+                slot.outranked_others = true;
+                slot.outranks_again_at = waited.saturating_add(limits.recheck);
+                return None;
+            }
+        }
+        Some(reason)
     }
 
     /// Asks the semaphore to shed up to `units` of parked requests of classes
@@ -315,6 +351,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             queued_units: queued,
             units,
             outranked_others: false,
+            outranks_again_at: Duration::ZERO,
         })
     }
 
@@ -335,6 +372,9 @@ pub(crate) struct ParkedSlot<'a> {
     /// Lower classes were shed for it at arrival: its wait, shortened so, says
     /// nothing of how long the queue stands ([`Waited::Outranked`]).
     pub(crate) outranked_others: bool,
+    /// The wait before which it sheds no lower class at the cap again: its
+    /// next look, after it last did.
+    outranks_again_at: Duration,
 }
 
 /// How an admitted request waited: what the overload rule learns from it.

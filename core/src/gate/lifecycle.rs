@@ -265,7 +265,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 Poll::Ready(Err(Refusal::Shed)) => Some(ShedReason::Outranked),
                 Poll::Pending => None,
             };
-            let (_, limits) = match &parked {
+            let (slot, limits) = match &mut parked {
                 Some(parked) => parked,
                 None => match inner.park(units, priority, ceiling) {
                     Ok(taken) => parked.insert(taken),
@@ -277,7 +277,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 },
             };
             let waited = started.elapsed();
-            if let Some(reason) = shed.or_else(|| limits.expired(waited)) {
+            if let Some(reason) = shed.or_else(|| inner.expired(limits, slot, priority, waited)) {
                 drop(acquire);
                 drop(parked);
                 return Err(inner.shed_parked(label, units, priority, waited, reason));

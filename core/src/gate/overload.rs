@@ -63,6 +63,20 @@
 //! it always has. `max_units` is what makes this right: declared above the
 //! largest request any call site makes, it shortens every cap for nothing.
 
+//! # Pressed: when a higher class sheds a lower one
+//!
+//! A request arriving behind lower classes past the target has enough of them
+//! shed to be within it ([`Inner::park`](super::inner::Inner::park)), but only
+//! while the gate is *pressed*: overloaded, or within an interval of an arrival
+//! that found the queue past [`PRESS_MARK`] targets (or past the most it may
+//! wait, if that is less), or of a shed so made. A queue that long is no burst
+//! the target tolerates: at 0.8× the capacity the waits of one FIFO reach
+//! twice the target on their own, and shedding for them sheds at a load nobody
+//! needs shed (docs/overload.md). A spike of a lower class crosses the mark
+//! within moments, long before an interval shows the queue standing; and while
+//! the gate sheds so, its waits stay short and the overload rule may never see
+//! them stand, so the sheds themselves keep it pressed.
+//!
 //! # Advisory state
 //!
 //! As the pace's: nothing here counts units. A stale read of the state or of the
@@ -70,8 +84,9 @@
 //! an exact one, or delay a change of state by one wait seen; the semaphore's
 //! accounting is untouched. Times are stored as microseconds in 32-bit words
 //! (wrapping every 71 minutes, so 32-bit targets need no 64-bit atomics): an
-//! interval's end is never further ahead than `MAX_INTERVAL`, so one that reads
-//! further ahead is stale and counts as passed.
+//! interval's end, or the pressed time's, is never further ahead than
+//! `MAX_INTERVAL`, so one that reads further ahead is stale and counts as
+//! passed.
 
 use core::time::Duration;
 
@@ -88,6 +103,10 @@ pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(60);
 pub(crate) const CALM_INTERVALS: u32 = 2;
 /// No wait seen in this interval yet.
 const NONE: u32 = u32::MAX;
+/// A queue this many targets long presses the gate (see
+/// [Pressed](self#pressed-when-a-higher-class-sheds-a-lower-one)): twice the
+/// cap.
+pub(crate) const PRESS_MARK: u32 = 4;
 
 pub(crate) struct Overload {
     target: Duration,
@@ -103,6 +122,10 @@ pub(crate) struct Overload {
     calm: AtomicU32,
     /// Whether the current interval shed a request.
     shed: AtomicBool,
+    /// Whether the gate may be pressed: until `pressed_until`.
+    pressed: AtomicBool,
+    /// The end of the pressed time: `stamp` of the gate's timer.
+    pressed_until: AtomicU32,
 }
 
 impl Overload {
@@ -115,7 +138,45 @@ impl Overload {
             emptied: AtomicBool::new(false),
             calm: AtomicU32::new(0),
             shed: AtomicBool::new(false),
+            pressed: AtomicBool::new(false),
+            pressed_until: AtomicU32::new(0),
         }
+    }
+
+    /// Whether the gate is pressed at `now`, with the interval in force
+    /// `interval`; `past_mark` if an arrival found the queue past the
+    /// [mark](PRESS_MARK), which presses it for an interval from now.
+    pub(crate) fn pressed(&self, past_mark: bool, now: Duration, interval: Duration) -> bool {
+        if past_mark {
+            self.press(now, interval);
+            return true;
+        }
+        if self.is_overloaded() {
+            return true;
+        }
+        if !self.pressed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let until = self.pressed_until.load(Ordering::Relaxed);
+        if passed(until, now) {
+            self.pressed.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// A lower class was shed for a higher one at `now`: pressed for an
+    /// interval more.
+    pub(crate) fn press(&self, now: Duration, interval: Duration) {
+        self.pressed_until
+            .store(stamp(now.saturating_add(interval)), Ordering::Relaxed);
+        self.pressed.store(true, Ordering::Relaxed);
+    }
+
+    /// The queue length that presses the gate, for a request that may wait
+    /// `longest`.
+    pub(crate) fn press_mark(&self, longest: Duration) -> Duration {
+        self.target.saturating_mul(PRESS_MARK).min(longest)
     }
 
     /// A request was shed: however empty the queue was seen, the demand was more
@@ -157,9 +218,7 @@ impl Overload {
     ) -> Option<OverloadEvent> {
         let waited_us = micros(waited);
         let end = self.interval_end.load(Ordering::Relaxed);
-        let ahead = end.wrapping_sub(stamp(now));
-        let passed = ahead == 0 || ahead > micros(MAX_INTERVAL);
-        if passed
+        if passed(end, now)
             && self
                 .interval_end
                 .compare_exchange(
@@ -284,6 +343,14 @@ fn micros(d: Duration) -> u32 {
 /// A point of the gate's timer as a wrapping count of microseconds.
 fn stamp(t: Duration) -> u32 {
     t.as_micros() as u32
+}
+
+/// Whether the stamped end of a time, `end`, has passed at `now`: it is
+/// never set further ahead than `MAX_INTERVAL`, so one read further ahead is
+/// stale.
+fn passed(end: u32, now: Duration) -> bool {
+    let ahead = end.wrapping_sub(stamp(now));
+    ahead == 0 || ahead > micros(MAX_INTERVAL)
 }
 
 #[cfg(all(test, not(any(admit_loom, admit_shuttle))))]
