@@ -120,7 +120,7 @@ pub struct Semaphore {
     /// contended operation touches the state word and the queue's heads together,
     /// so one line transfer brings both, and nothing else shares the block
     /// (design.md, "Layout"). A private field rather than `repr(align)` on the
-    /// public type: the alignment is the one 0.1.0 had, not a new promise.
+    /// public type: the alignment is a detail, not a promise of the API.
     _block: [Align128; 0],
 }
 

@@ -222,7 +222,8 @@ impl Role {
     /// it is ordered against the holder's releasing `swap`, which either reads it
     /// (and with it everything this thread did before, `AcqRel`) or comes first, in
     /// which case this CAS finds the role free. A plain load there would let the two
-    /// miss each other (a store-buffering race loom found in the first design).
+    /// miss each other (store buffering: the `RoleAlwaysWrites` control deadlocks
+    /// `three_releases_reach_a_parked_waiter` under loom).
     pub(crate) fn take(&self) -> bool {
         let mut role = self.word.load(Ordering::Relaxed);
         loop {
