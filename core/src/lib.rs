@@ -68,8 +68,9 @@ pub use gate::{__label_count, __label_is_snake_case};
 #[cfg(feature = "std")]
 pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{
-    whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, GateError, Observer,
-    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
+    whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, GateError, LeaseEnd,
+    LeaseEndEvent, Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source,
+    StartEvent, Timer,
 };
 #[cfg(feature = "alloc")]
 pub use gate::{
@@ -77,7 +78,7 @@ pub use gate::{
     MIN_WAIT_BUDGET,
 };
 #[cfg(feature = "std")]
-pub use gate::{ThreadSleep, ThreadTimer};
+pub use gate::{Expire, Lease, LeaseError, Leases, ThreadSleep, ThreadTimer};
 #[cfg(feature = "std")]
 pub use semaphore::AcquireTimeoutError;
 pub use semaphore::{

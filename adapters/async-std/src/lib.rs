@@ -40,6 +40,54 @@ pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, AsyncStdTimer, (
     admit_smol::gate(capacity)
 }
 
+/// A lease table on async-std's clock: [`admit::Leases`] with its timer set to
+/// [`AsyncStdTimer`].
+pub type Leases<K, V, S, O> = admit::Leases<K, V, S, AsyncStdTimer, O>;
+
+/// A lease table on `gate` whose leases end after `idle_limit` idle, with its
+/// expiry driven by a task spawned on async-std's executor
+/// ([`async_std::task::spawn`]): an idle lease ends at its deadline with no
+/// request arriving. The task ends once every handle to the table is dropped.
+/// See [`admit::Leases`].
+///
+/// # Panics
+///
+/// If `idle_limit` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// admit::sources! { pub enum Route { Upload => "upload" } }
+///
+/// # #[async_std::main]
+/// # async fn main() -> Result<(), admit::ConfigError> {
+/// let gate = admit_async_std::gate::<Route>(4).build()?;
+/// let uploads = admit_async_std::leases(&gate, Duration::from_millis(50));
+///
+/// let permit = gate.try_acquire(1, Route::Upload).unwrap();
+/// uploads.insert("3f9c".to_owned(), permit, Vec::<u8>::new()).unwrap();
+///
+/// // Its client went away: the session ends 50 ms after its last request.
+/// while gate.in_use() != 0 {
+///     async_std::task::sleep(Duration::from_millis(10)).await;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub fn leases<K, V, S, O>(gate: &Gate<S, O>, idle_limit: core::time::Duration) -> Leases<K, V, S, O>
+where
+    K: core::hash::Hash + Eq + Clone + Send + 'static,
+    V: Send + 'static,
+    S: admit::Source,
+    O: admit::Observer,
+{
+    let leases = admit::Leases::new(gate, idle_limit);
+    drop(async_std::task::spawn(leases.expire()));
+    leases
+}
+
 // Every public type is `Send + Sync`, checked at compile time.
 const _: fn() = || {
     fn check<T: Send + Sync>() {}

@@ -5,8 +5,8 @@ use core::time::Duration;
 use std::sync::OnceLock;
 
 use admit::{
-    AdmitEvent, CapacityEvent, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason,
-    StartEvent,
+    AdmitEvent, CapacityEvent, LeaseEnd, LeaseEndEvent, OverloadEvent, Priority, ReleaseEvent,
+    ShedEvent, ShedReason, StartEvent,
 };
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
@@ -235,6 +235,8 @@ struct Names {
     wait_seconds: SharedString,
     shed_total: SharedString,
     overloaded: SharedString,
+    leases_ended_total: SharedString,
+    lease_hold_seconds: SharedString,
 }
 
 /// Handles resolved against the first real recorder in force.
@@ -256,6 +258,8 @@ const SOURCE_LABEL: &str = "source";
 const REASON_LABEL: &str = "reason";
 /// The label key of a request's priority class (sheds and waits).
 const PRIORITY_LABEL: &str = "priority";
+/// The label key of how a lease ended.
+const HOW_LABEL: &str = "how";
 
 impl MetricsObserver {
     /// An observer whose metrics are named `<prefix>_units_in_use`,
@@ -275,6 +279,8 @@ impl MetricsObserver {
             wait_seconds: name("wait_seconds"),
             shed_total: name("shed_total"),
             overloaded: name("overloaded"),
+            leases_ended_total: name("leases_ended_total"),
+            lease_hold_seconds: name("lease_hold_seconds"),
         };
         Self {
             prefix,
@@ -330,6 +336,18 @@ impl MetricsObserver {
              wait stayed above its overload target until two intervals in a row in which its \
              queue was seen empty), 0 otherwise; always 0 without an overload target."
         );
+        metrics::describe_counter!(
+            n.leases_ended_total.clone(),
+            Unit::Count,
+            "Leases (sessions that span requests) ended, per call site and by how: \
+             finished, cancelled, expired (idle past the limit: a client that went \
+             away), drained."
+        );
+        metrics::describe_histogram!(
+            n.lease_hold_seconds.clone(),
+            Unit::Seconds,
+            "How long a lease's units were held, observed at its end, by how it ended."
+        );
     }
 
     /// The shed counter of `(source, reason, priority)` in the recorder in force.
@@ -345,6 +363,33 @@ impl MetricsObserver {
             REASON_LABEL => reason.label(),
             PRIORITY_LABEL => priority.label()
         )
+    }
+
+    /// The lease counter of `(source, how)` in the recorder in force.
+    fn lease_counter(&self, source: &'static str, how: LeaseEnd) -> Counter {
+        metrics::counter!(
+            self.names.leases_ended_total.clone(),
+            SOURCE_LABEL => source,
+            HOW_LABEL => how.label()
+        )
+    }
+
+    /// The lease hold histogram of `how` in the recorder in force.
+    fn lease_hold_histogram(&self, how: LeaseEnd) -> Histogram {
+        metrics::histogram!(self.names.lease_hold_seconds.clone(), HOW_LABEL => how.label())
+    }
+
+    /// Registers every lease series in the recorder in force: each
+    /// `(source, how)` counter at 0, each `how` histogram.
+    fn register_lease_series(&self, state: &State) {
+        for &source in state.sources.iter() {
+            for how in LeaseEnd::ALL {
+                self.lease_counter(source, how).absolute(0);
+            }
+        }
+        for how in LeaseEnd::ALL {
+            drop(self.lease_hold_histogram(how));
+        }
     }
 
     /// The wait histogram of `priority` in the recorder in force.
@@ -369,6 +414,7 @@ impl MetricsObserver {
                 }
             }
         }
+        self.register_lease_series(state);
     }
 
     /// Resolves the handles against the recorder in force (the first thread to get
@@ -399,6 +445,7 @@ impl MetricsObserver {
         for counter in resolved.shed_total.iter() {
             counter.absolute(0);
         }
+        self.register_lease_series(state);
         // Published before the marks `hand_over` sets, so an event that finds a
         // mark finds the handles.
         let handles = self.handles.get_or_init(|| resolved);
@@ -602,6 +649,16 @@ impl admit::Observer for MetricsObserver {
                 metrics::gauge!(self.names.overloaded.clone()).set(gauge_value(overloaded));
             }
         }
+    }
+
+    /// Through the facade, to the recorder in force: a lease ends once per
+    /// session, not per request, so the registry lookup costs nothing that
+    /// matters; a lease that ends before any recorder is installed is lost, as
+    /// any metric emitted then.
+    fn on_lease_end(&self, event: &LeaseEndEvent) {
+        self.lease_counter(event.source, event.how).increment(1);
+        self.lease_hold_histogram(event.how)
+            .record(event.held.as_secs_f64());
     }
 }
 

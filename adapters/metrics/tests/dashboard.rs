@@ -30,6 +30,7 @@ const PROMQL: &[&str] = &[
     "le",
     "source",
     "reason",
+    "how",
     "__rate_interval",
     "m",
 ];

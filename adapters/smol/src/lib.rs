@@ -188,6 +188,57 @@ where
     smol::spawn(gate.follow_memory_limit(interval, budget))
 }
 
+/// A lease table on smol's clock: [`admit::Leases`] with its timer set to
+/// [`SmolTimer`].
+pub type Leases<K, V, S, O> = admit::Leases<K, V, S, SmolTimer, O>;
+
+/// A lease table on `gate` whose leases end after `idle_limit` idle, with its
+/// expiry driven by a task detached on smol's global executor
+/// ([`smol::spawn`]): an idle lease ends at its deadline with no request
+/// arriving. The task ends once every handle to the table is dropped. On an
+/// [`Executor`](smol::Executor) of your own, build the table with
+/// [`admit::Leases::new`] and spawn its [`expire`](admit::Leases::expire)
+/// future there. See [`admit::Leases`].
+///
+/// # Panics
+///
+/// If `idle_limit` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// admit::sources! { pub enum Route { Upload => "upload" } }
+///
+/// smol::block_on(async {
+///     let gate = admit_smol::gate::<Route>(4).build()?;
+///     let uploads = admit_smol::leases(&gate, Duration::from_millis(50));
+///
+///     let permit = gate.try_acquire(1, Route::Upload).unwrap();
+///     uploads.insert("3f9c".to_owned(), permit, Vec::<u8>::new()).unwrap();
+///
+///     // Its client went away: the session ends 50 ms after its last request.
+///     while gate.in_use() != 0 {
+///         async_io::Timer::after(Duration::from_millis(10)).await;
+///     }
+///     Ok::<(), admit::ConfigError>(())
+/// })?;
+/// # Ok::<(), admit::ConfigError>(())
+/// ```
+#[cfg(feature = "spawn")]
+pub fn leases<K, V, S, O>(gate: &Gate<S, O>, idle_limit: Duration) -> Leases<K, V, S, O>
+where
+    K: core::hash::Hash + Eq + Clone + Send + 'static,
+    V: Send + 'static,
+    S: admit::Source,
+    O: admit::Observer,
+{
+    let leases = admit::Leases::new(gate, idle_limit);
+    smol::spawn(leases.expire()).detach();
+    leases
+}
+
 // Every public type is `Send + Sync`, checked at compile time.
 const _: fn() = || {
     fn check<T: Send + Sync>() {}

@@ -192,6 +192,52 @@ where
     tokio::spawn(gate.follow_memory_limit(interval, budget))
 }
 
+/// A lease table on Tokio's clock: [`admit::Leases`] with its timer set to
+/// [`TokioTimer`].
+pub type Leases<K, V, S, O> = admit::Leases<K, V, S, TokioTimer, O>;
+
+/// A lease table on `gate` whose leases end after `idle_limit` idle, with its
+/// expiry driven by a task spawned on the current runtime ([`tokio::spawn`]):
+/// an idle lease ends at its deadline with no request arriving. The task ends
+/// once every handle to the table is dropped. See [`admit::Leases`].
+///
+/// # Panics
+///
+/// Outside a Tokio runtime, as [`tokio::spawn`]; if `idle_limit` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// admit::sources! { pub enum Route { Upload => "upload" } }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), admit::ConfigError> {
+/// let gate = admit_tokio::gate::<Route>(4).build()?;
+/// let uploads = admit_tokio::leases(&gate, Duration::from_secs(30));
+///
+/// let permit = gate.try_acquire(1, Route::Upload).unwrap();
+/// uploads.insert("3f9c".to_owned(), permit, Vec::<u8>::new()).unwrap();
+///
+/// // Its client went away: the session ends 30 s after its last request.
+/// tokio::time::sleep(Duration::from_secs(31)).await;
+/// assert_eq!(gate.in_use(), 0);
+/// # Ok(())
+/// # }
+/// ```
+pub fn leases<K, V, S, O>(gate: &Gate<S, O>, idle_limit: Duration) -> Leases<K, V, S, O>
+where
+    K: core::hash::Hash + Eq + Clone + Send + 'static,
+    V: Send + 'static,
+    S: Source,
+    O: Observer,
+{
+    let leases = admit::Leases::new(gate, idle_limit);
+    tokio::spawn(leases.expire());
+    leases
+}
+
 // Every public type is `Send + Sync`, checked at compile time.
 const _: fn() = || {
     fn check<T: Send + Sync>() {}

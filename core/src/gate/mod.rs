@@ -33,6 +33,8 @@ mod error;
 mod handle;
 #[cfg(feature = "alloc")]
 mod inner;
+#[cfg(feature = "std")]
+mod lease;
 #[cfg(feature = "alloc")]
 mod lifecycle;
 mod observer;
@@ -58,11 +60,13 @@ pub use cgroup::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
 pub use handle::Gate;
+#[cfg(feature = "std")]
+pub use lease::{Expire, Lease, LeaseError, Leases};
 #[cfg(feature = "alloc")]
 pub use lifecycle::{DrainTimeout, GateDrain};
 pub use observer::{
-    AdmitEvent, CapacityEvent, Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason,
-    StartEvent,
+    AdmitEvent, CapacityEvent, LeaseEnd, LeaseEndEvent, Observer, OverloadEvent, ReleaseEvent,
+    ShedEvent, ShedReason, StartEvent,
 };
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;

@@ -67,6 +67,13 @@ pub trait Observer: Send + Sync + 'static {
     fn on_overload(&self, event: &OverloadEvent) {
         let _ = event;
     }
+
+    /// A lease ended: its value was dropped, and its units are released right
+    /// after this returns (their own [`on_release`](Self::on_release) follows).
+    /// Once per lease, whichever way it ended.
+    fn on_lease_end(&self, event: &LeaseEndEvent) {
+        let _ = event;
+    }
 }
 
 /// [`Observer::on_start`]: the gate was built.
@@ -108,6 +115,78 @@ pub struct ReleaseEvent {
     pub held: Duration,
     /// The priority class they were admitted with.
     pub priority: Priority,
+}
+
+/// [`Observer::on_lease_end`]: a lease ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseEndEvent {
+    /// The call site its units were acquired for.
+    pub source: &'static str,
+    /// Its units.
+    pub units: usize,
+    /// How long its units were held, from their admission to the lease's end.
+    pub held: Duration,
+    /// How it ended.
+    pub how: LeaseEnd,
+    /// The priority class its units were admitted with.
+    pub priority: Priority,
+}
+
+impl LeaseEndEvent {
+    /// A lease's end, of the default class ([`Priority::Critical`]).
+    #[must_use]
+    pub const fn new(source: &'static str, units: usize, held: Duration, how: LeaseEnd) -> Self {
+        Self {
+            source,
+            units,
+            held,
+            how,
+            priority: Priority::Critical,
+        }
+    }
+
+    /// The same, of class `priority`.
+    #[must_use]
+    pub const fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+}
+
+/// How a lease ended: each lease ends exactly one way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseEnd {
+    /// Its owner finished it (`Lease::finish`): an upload's last `PUT`.
+    Finished,
+    /// Its owner cancelled it (`Lease::cancel`): a `DELETE`.
+    Cancelled,
+    /// It stayed idle past its idle limit: its client went away.
+    Expired,
+    /// A drain ended it while idle (`Leases::drain`).
+    Drained,
+}
+
+impl LeaseEnd {
+    /// Every way, in declaration order.
+    pub const ALL: [LeaseEnd; 4] = [
+        LeaseEnd::Finished,
+        LeaseEnd::Cancelled,
+        LeaseEnd::Expired,
+        LeaseEnd::Drained,
+    ];
+
+    /// Its metric label value: `finished`, `cancelled`, `expired`, `drained`.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Finished => "finished",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+            Self::Drained => "drained",
+        }
+    }
 }
 
 /// [`Observer::on_shed`]: a caller was shed.
@@ -359,5 +438,8 @@ impl<O: Observer + ?Sized> Observer for alloc::sync::Arc<O> {
     }
     fn on_overload(&self, event: &OverloadEvent) {
         (**self).on_overload(event);
+    }
+    fn on_lease_end(&self, event: &LeaseEndEvent) {
+        (**self).on_lease_end(event);
     }
 }

@@ -1,0 +1,80 @@
+//! `<prefix>_leases_ended_total{source, how}` and `<prefix>_lease_hold_seconds{how}`
+//! on a real gate (Tokio's paused clock), read back from a `DebuggingRecorder`:
+//! every `(source, how)` registered at 0, each end counted once by how, each
+//! hold observed under its way of ending.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use admit_metrics::MetricsObserver;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+admit::sources! { enum Route { Upload => "upload", Mirror => "mirror" } }
+
+const IDLE: Duration = Duration::from_secs(30);
+
+/// Every series, by name and labels (`key=value` joined with `,`). A snapshot
+/// drains the histograms: read once.
+fn read(snapshotter: &Snapshotter) -> BTreeMap<(String, String), DebugValue> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(ck, _, _, value)| {
+            let labels: Vec<String> = ck
+                .key()
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            ((ck.key().name().to_owned(), labels.join(",")), value)
+        })
+        .collect()
+}
+
+#[test]
+fn each_lease_end_is_counted_once_by_source_and_how_with_its_hold() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            let gate = admit_tokio::gate::<Route>(4)
+                .observer(MetricsObserver::new("uploads"))
+                .build()
+                .unwrap();
+            let leases = admit_tokio::leases(&gate, IDLE);
+            for id in 0..3 {
+                let permit = gate.try_acquire(1, Route::Upload).unwrap();
+                leases.insert(id, permit, ()).unwrap();
+            }
+            tokio::time::advance(Duration::from_secs(2)).await;
+            leases.checkout(&0).unwrap().finish();
+            leases.checkout(&1).unwrap().cancel();
+            tokio::time::sleep(IDLE).await; // 2 expires, 30 s after it was opened
+            tokio::task::yield_now().await;
+            assert_eq!(gate.in_use(), 0);
+        });
+    });
+    let m = read(&snapshotter);
+    let get = |name: &str, labels: &str| m.get(&(name.to_owned(), labels.to_owned()));
+    let count = |labels: &str| match get("uploads_leases_ended_total", labels) {
+        Some(DebugValue::Counter(n)) => *n,
+        other => panic!("{labels}: {other:?}"),
+    };
+    assert_eq!(count("source=upload,how=finished"), 1);
+    assert_eq!(count("source=upload,how=cancelled"), 1);
+    assert_eq!(count("source=upload,how=expired"), 1);
+    assert_eq!(count("source=upload,how=drained"), 0, "registered at 0");
+    assert_eq!(count("source=mirror,how=expired"), 0, "registered at 0");
+    let hold = |how: &str| match get("uploads_lease_hold_seconds", &format!("how={how}")) {
+        Some(DebugValue::Histogram(v)) => v.iter().map(|x| x.into_inner()).collect::<Vec<_>>(),
+        other => panic!("{how}: {other:?}"),
+    };
+    assert_eq!(hold("finished"), [2.0]);
+    assert_eq!(hold("cancelled"), [2.0]);
+    assert_eq!(hold("expired"), [30.0]);
+}
