@@ -371,6 +371,23 @@ fn at_the_cap_a_lower_class_is_shed_first_once_per_look() {
 }
 
 #[test]
+fn a_request_granted_before_its_look_at_the_cap_sheds_nobody() {
+    let (gate, timer, rec) = gate(1);
+    let (mut w3, p2, mut sheddable) = standing_queue_before(&gate, &timer, &rec, 1);
+    // The unit comes back: w3, the head, is granted by the release, before its
+    // owner polls it past the cap.
+    drop(p2);
+    let Poll::Ready(Ok(_p3)) = poll(w3.as_mut()) else {
+        panic!("w3 was granted")
+    };
+    // The sheddable request was not shed for it: it meets its own cap.
+    match poll(sheddable[0].as_mut()) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Overload)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn without_the_rule_the_same_queue_waits_out_the_budget() {
     let (gate, timer, rec) = gate_with(1, None, None);
     pace(&gate, &timer, ms(300));

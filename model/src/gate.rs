@@ -17,17 +17,20 @@
 //! (`Busy { reason, .. }`) and in `on_shed`.
 //!
 //! After every step it checks: the observer's events of that step are exactly the
-//! model's (`on_admit` / `on_release` / `on_shed`, with source, units, the wait
-//! or hold time on the manual clock and a shed's reason), so shed counts per
-//! source and reason agree; the gauge
+//! model's (`on_admit` / `on_release` / `on_shed`, with source, units, class,
+//! the wait or hold time on the manual clock, and a shed's reason, `Retry-After`
+//! and estimate), so shed counts per source, reason and class agree; the gauge
 //! the observer keeps (`+units` at admit, `−units` at release) equals the units in
 //! permits and never exceeds the capacity; `in_use()`, `waiters()`, `is_closed()`
-//! agree with the model; a `Busy` carries the `retry_after()` the gate reports
-//! right after, within its bounds; and every live waiter's waker (a fresh one per
-//! poll) was called exactly once per event that concerns it since its last poll (a
-//! grant or close by the semaphore, its deadline passing, its signal firing): no
-//! lost wake-up, no needless one. At the end everything is drained and all units
-//! must be back, and no retired waker may have been called or still be held.
+//! agree with the model; a `Busy` carries the model's `Retry-After` for its units
+//! and class, within its bounds (for the lowest class, the `retry_after()` the
+//! gate reports right after); and every live waiter's waker (a fresh one per
+//! poll) was called exactly once per event that concerns it since its last poll
+//! (a grant, close or shed by the semaphore, its deadline passing, its signal
+//! firing; a resolution during the poll itself wakes the waker the semaphore
+//! holds then, the last poll's): no lost wake-up, no needless one. At the end
+//! everything is drained and all units must be back, and no retired waker may
+//! have been called or still be held.
 //!
 //! # Resize, split, merge, forget
 //!
@@ -64,6 +67,42 @@
 //! arrival and `Overload` shed after parking, every `on_overload`, the
 //! `Retry-After` of every shed, and `is_overloaded()` and `estimated_wait()` after
 //! every step.
+//!
+//! # Priority
+//!
+//! Every acquire and `try_acquire` has a class (the raw site byte's
+//! [`class_of`]: the source's own, `Critical`, or one set with `.priority()`),
+//! and a case may bound the parked acquires with `max_waiters` (bits 6 and 7 of
+//! the budget byte, [`GateCase::max_waiters`]). The model keeps, per class, the
+//! units of the acquires that hold a place among the parked (from parking to
+//! their end), the units posted for the serving pass to shed, and those of
+//! waiters shed that have not yet seen it; the estimate counts a class and those
+//! above it, less what is on its way out, so `estimated_wait()` (the lowest
+//! class's) and each shed's `Retry-After` and estimate (its own class's) are
+//! predicted. The serving pass is the semaphore's: grants from the head first,
+//! then, only behind a head that does not fit, the walk from the head that
+//! resolves the oldest waiting requests of each posted class, lowest first,
+//! until their units cover what was posted (a larger one still goes; what it
+//! cannot find is dropped; a full wake batch of 32 ends the pass and the walk
+//! goes on in the next). A waiter so shed is woken once, and on its next poll
+//! ends `Busy` for `Outranked`, counted once (its wait, cut short, is no sample
+//! of the overload rule's); signalled or dropped first, nothing is
+//! counted. A grant wins: a granted waiter is never shed. The model predicts
+//! when the gate sheds for a class: an arrival at a full `max_waiters` queue
+//! sheds the oldest waiter of the lowest class parked below its own and parks
+//! (else `QueueFull`); with a target, an arrival is `Hopeless` only by the
+//! estimate of its own class and above, and, while the gate is pressed
+//! (overloaded, or within an interval of an arrival past four targets or of a
+//! shed so made), sheds enough of the lower classes, lowest first, to be within
+//! the target, whereupon its own wait is no sample of the queue's; a waiter at
+//! the overload cap sheds its own units' worth of lower classes and waits on
+//! (shedding nobody, itself included, until a recheck later; its admission then
+//! no sample either), and is shed (`Overload`) only at a look that finds none
+//! of them parked. That look comes before the poll reads the semaphore, so a
+//! waiter already granted (or shed itself) sheds lower classes all the same, as
+//! the gate does. Each event's class is checked, and a permit's class goes with
+//! its split-off parts and is the one its merged units are released with. Not
+//! modelled: the blocking acquire (no op makes one).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -75,13 +114,13 @@ use std::time::Duration;
 
 use admit::{
     AdmitEvent, CapacityEvent, ConfigError, Gate, GateAcquire, GateError, GatePermit, Observer,
-    OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
+    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
 };
 use arbitrary::{Arbitrary, Unstructured};
 
 use crate::counting_waker::CountingWaker;
 use crate::manual_timer::ManualTimer;
-use crate::overload::{micros_of, ModelCodel, ModelPace};
+use crate::overload::{micros_of, ModelCodel, ModelPace, PRESS_MARK};
 use crate::pick;
 use crate::signal::{Fired, Trigger};
 
@@ -107,23 +146,25 @@ pub const MAX_LIVE_WAITERS: usize = 48;
 /// `GateOp::SELECTOR`'s weights, then the fields are read with `Arbitrary`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateOp {
-    /// Creates `gate.acquire(units, site)` with an `until` signal, and with
+    /// Creates `gate.acquire(units, site)` with an `until` signal, with
+    /// `.priority(class)` if the site byte sets one ([`class_of`]), and with
     /// `.ceiling(ms)` if given (`ceiling % 80` ms: zero, below and above the
     /// budget); not polled yet. Raw units `0..224` map onto `1..=capacity` (those
     /// above `max_units` are refused), `224..=255` to more than the capacity.
     Acquire {
         /// Raw units.
         units: u8,
-        /// Raw site, `% 3`.
+        /// Raw site, `% 3`, and its class, [`class_of`] (see [`raw_site`]).
         site: u8,
         /// Raw ceiling in ms, `% 80`.
         ceiling: Option<u8>,
     },
-    /// `gate.try_acquire(units, site)`.
+    /// `gate.try_acquire(units, site)`, or, if the site byte sets a class,
+    /// `gate.acquire(units, site).priority(class).try_now()`.
     TryAcquire {
         /// Raw units, as for `Acquire`.
         units: u8,
-        /// Raw site, `% 3`.
+        /// Raw site, `% 3`, and its class, as for `Acquire`.
         site: u8,
     },
     /// Polls a live waiter (with a fresh waker).
@@ -165,6 +206,40 @@ pub enum GateOp {
     },
     /// `forget()` on a held permit.
     Forget(u8),
+}
+
+/// The class a raw site byte asks for: `(raw / 3) % 5` picks the source's own
+/// (0: no `.priority()` call; every [`Site`] is [`Priority::Critical`]), or sets
+/// [`Priority::Sheddable`], [`Priority::SheddablePlus`], [`Priority::Critical`] or
+/// [`Priority::CriticalPlus`] (1 to 4).
+///
+/// In the site byte, whose `% 3` alone picked the site before classes were
+/// modelled, so that the byte layout of every input stays: a case written then
+/// keeps its operations and fields, and one with site bytes below 3 (every
+/// hand-written case) its meaning, all `Critical`.
+#[must_use]
+pub fn class_of(raw_site: u8) -> Option<Priority> {
+    match (raw_site / 3) % 5 {
+        0 => None,
+        1 => Some(Priority::Sheddable),
+        2 => Some(Priority::SheddablePlus),
+        3 => Some(Priority::Critical),
+        _ => Some(Priority::CriticalPlus),
+    }
+}
+
+/// The raw site byte of site `site` (`% 3`) with class `class` ([`class_of`]):
+/// for writing cases by hand.
+#[must_use]
+pub fn raw_site(site: u8, class: Option<Priority>) -> u8 {
+    let code = match class {
+        None => 0,
+        Some(Priority::Sheddable) => 1,
+        Some(Priority::SheddablePlus) => 2,
+        Some(Priority::Critical) => 3,
+        Some(Priority::CriticalPlus) => 4,
+    };
+    site % 3 + 3 * code
 }
 
 /// The variants of [`GateOp`] in selector order.
@@ -295,7 +370,8 @@ pub struct GateCase {
     /// [`GateCase::max_units`]), and an overload target of a quarter of the
     /// budget if the high bit is set.
     pub capacity: u8,
-    /// Raw wait budget; the gate gets `1 + budget % 64` ms.
+    /// Raw wait budget; the gate gets `1 + budget % 64` ms (the low six bits), and
+    /// a `max_waiters` from the top two (see [`GateCase::max_waiters`]).
     pub budget: u8,
     /// The operations, in order.
     pub ops: Vec<GateOp>,
@@ -330,6 +406,18 @@ impl GateCase {
     #[must_use]
     pub fn has_overload_target(&self) -> bool {
         self.capacity & 0x80 != 0
+    }
+
+    /// The gate's `max_waiters`, from the top two bits of the budget byte, which
+    /// no other field reads: none for 0 and 1 (so every hand-written case keeps
+    /// its meaning), 2 for 2, 5 for 3.
+    #[must_use]
+    pub fn max_waiters(&self) -> Option<usize> {
+        match self.budget >> 6 {
+            2 => Some(2),
+            3 => Some(5),
+            _ => None,
+        }
     }
 
     /// Decodes fuzzer bytes: capacity, budget, then [`GateOp`]s until the bytes run
@@ -449,6 +537,37 @@ pub struct GateStats {
     pub overload_sheds: usize,
     /// Changes of the overload state.
     pub overload_changes: usize,
+    /// Admissions (of any kind) of a class below `Critical`.
+    pub admits_below_critical: usize,
+    /// Admissions of `CriticalPlus`.
+    pub admits_critical_plus: usize,
+    /// Parked acquires shed for a higher class (`Outranked`), seen at their
+    /// poll.
+    pub outranked: usize,
+    /// Waiters shed for a higher class whose signal fired before they saw it
+    /// (`Cancelled`, counted nowhere).
+    pub outranked_cancelled: usize,
+    /// Waiters shed for a higher class dropped before they saw it.
+    pub outranked_dropped: usize,
+    /// Arrivals that had lower classes shed for them while the gate was
+    /// pressed.
+    pub pressed_sheds: usize,
+    /// Looks at the overload cap that shed lower classes instead of the waiter.
+    pub cap_sheds: usize,
+    /// Waiters shed at the overload cap that had shed lower classes there at
+    /// an earlier look.
+    pub cap_sheds_then_self: usize,
+    /// Admissions of waiters that had lower classes shed for them (not a
+    /// sample of the queue's wait).
+    pub outranked_others_admits: usize,
+    /// Arrivals at a full `max_waiters` queue that shed a lower class.
+    pub evictions: usize,
+    /// `QueueFull` sheds.
+    pub queue_full: usize,
+    /// Units posted for a class that the walk could not find (dropped).
+    pub shed_units_not_found: usize,
+    /// Walks cut short by a full wake batch.
+    pub walks_cut_by_batch: usize,
 }
 
 /// Decodes `data` as a [`GateCase`] and replays it; `None` if it does not decode.
@@ -472,6 +591,9 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
     if let Some(target) = target {
         builder = builder.overload_target(target);
     }
+    if let Some(max) = case.max_waiters() {
+        builder = builder.max_waiters(max);
+    }
     let gate = builder
         .max_units(max_units)
         .timer(timer.clone())
@@ -488,6 +610,7 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
         obs: &obs,
         capacity,
         max_units,
+        max_waiters: case.max_waiters(),
         budget,
         pace: ModelPace::default(),
         codel: target.map(ModelCodel::new),
@@ -496,6 +619,10 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
         debt: 0,
         closed: false,
         queue: VecDeque::new(),
+        posted: [0; RANKS],
+        doomed: [0; RANKS],
+        polling: None,
+        old_wakes: 0,
         waiters: Vec::new(),
         permits: Vec::new(),
         retired: Vec::new(),
@@ -518,16 +645,35 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
 pub enum Event {
     /// `on_start(capacity, labels)`.
     Start(usize, Vec<&'static str>),
-    /// `on_admit(source, units, waited)`.
-    Admit(&'static str, usize, Duration),
-    /// `on_release(source, units, held)`.
-    Release(&'static str, usize, Duration),
-    /// `on_shed(source, units, waited, reason)`.
-    Shed(&'static str, usize, Duration, ShedReason),
+    /// `on_admit(source, units, waited, priority)`.
+    Admit(&'static str, usize, Duration, Priority),
+    /// `on_release(source, units, held, priority)`.
+    Release(&'static str, usize, Duration, Priority),
+    /// `on_shed`.
+    Shed(Shed),
     /// `on_capacity(capacity)`.
     Capacity(usize),
     /// `on_overload`: the state from now on.
     Overloaded(bool),
+}
+
+/// An `on_shed` event's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shed {
+    /// The call site.
+    pub source: &'static str,
+    /// The units asked for.
+    pub units: usize,
+    /// The wait before the shed.
+    pub waited: Duration,
+    /// Why.
+    pub reason: ShedReason,
+    /// Its class.
+    pub priority: Priority,
+    /// The `Retry-After` it was told.
+    pub retry_after: Duration,
+    /// The gate's estimate for its units and class.
+    pub estimated_wait: Option<Duration>,
 }
 
 /// Records events and keeps an in-use gauge the way a metrics observer would.
@@ -556,21 +702,24 @@ impl Observer for Recorder {
     fn on_admit(&self, e: &AdmitEvent) {
         let now = self.gauge.fetch_add(e.units, Ordering::SeqCst) + e.units;
         self.max_gauge.fetch_max(now, Ordering::SeqCst);
-        self.push(Event::Admit(e.source, e.units, e.waited));
+        self.push(Event::Admit(e.source, e.units, e.waited, e.priority));
     }
 
     fn on_release(&self, e: &ReleaseEvent) {
         self.gauge.fetch_sub(e.units, Ordering::SeqCst);
-        self.push(Event::Release(e.source, e.units, e.held));
+        self.push(Event::Release(e.source, e.units, e.held, e.priority));
     }
 
     fn on_shed(&self, e: &ShedEvent) {
-        assert_ne!(
-            e.reason,
-            ShedReason::QueueFull,
-            "the model's gate has no max_waiters"
-        );
-        self.push(Event::Shed(e.source, e.units, e.waited, e.reason));
+        self.push(Event::Shed(Shed {
+            source: e.source,
+            units: e.units,
+            waited: e.waited,
+            reason: e.reason,
+            priority: e.priority,
+            retry_after: e.retry_after,
+            estimated_wait: e.estimated_wait,
+        }));
     }
 
     fn on_overload(&self, e: &OverloadEvent) {
@@ -596,6 +745,28 @@ enum Phase {
     Closed,
     /// Failed by a forget (`ExceedsCapacity`), not yet polled to see it.
     Exceeds,
+    /// Shed by the serving pass for a higher class, not yet polled to see it.
+    Doomed,
+}
+
+/// Priority classes: the gate's ranks, 0 shed first.
+const RANKS: usize = 4;
+
+/// The serving pass's wake batch: a pass that fills it ends, and the next goes
+/// on.
+const WAKE_BATCH: usize = 32;
+
+fn rank(priority: Priority) -> usize {
+    priority as usize
+}
+
+/// A poll's result, its permit as its units, for a message.
+fn outcome(result: &Poll<Result<GatePermit<Site>, GateError>>) -> Poll<Result<usize, GateError>> {
+    match result {
+        Poll::Ready(Ok(p)) => Poll::Ready(Ok(p.units())),
+        Poll::Ready(Err(e)) => Poll::Ready(Err(*e)),
+        Poll::Pending => Poll::Pending,
+    }
 }
 
 struct GWaiter<'g> {
@@ -603,6 +774,18 @@ struct GWaiter<'g> {
     fut: Fut<'g>,
     units: usize,
     site: Site,
+    priority: Priority,
+    /// It holds a place among the parked (from parking to its end): its units
+    /// count in its class's queue.
+    has_slot: bool,
+    /// Lower classes were shed for it (at arrival or at the cap).
+    outranked_others: bool,
+    /// The wait before which it sheds no lower class at the cap again (nor
+    /// itself): one recheck after it last did.
+    outranks_again_at: Duration,
+    /// Its last look found it at the cap with lower classes parked: it sheds
+    /// them once its poll has seen the semaphore leave it parked.
+    outrank_owed: bool,
     max_wait: Duration,
     /// Why it is shed when `max_wait` runs out: `Ceiling` if its ceiling is below
     /// the budget, else `WaitBudget`.
@@ -630,6 +813,7 @@ struct GPermit {
     /// The units the model says it holds.
     units: usize,
     admitted_at: Duration,
+    priority: Priority,
 }
 
 struct GateHarness<'g> {
@@ -640,6 +824,7 @@ struct GateHarness<'g> {
     /// The gate's `max_units`: no request above it is served, no resize goes
     /// below it.
     max_units: usize,
+    max_waiters: Option<usize>,
     budget: Duration,
     pace: ModelPace,
     /// With an overload target.
@@ -649,7 +834,17 @@ struct GateHarness<'g> {
     /// Units owed to a retirement.
     debt: usize,
     closed: bool,
+    /// The keys of the waiting requests, in arrival order.
     queue: VecDeque<u64>,
+    /// Units posted per class for the serving pass to shed, not yet walked for.
+    posted: [usize; RANKS],
+    /// Units per class of waiters shed that have not yet seen it.
+    doomed: [usize; RANKS],
+    /// The waiter being polled, while its look runs: its cell still holds the
+    /// waker of its last poll, which a resolution then wakes.
+    polling: Option<u64>,
+    /// Wakes of that old waker during the look.
+    old_wakes: usize,
     waiters: Vec<GWaiter<'g>>,
     permits: Vec<GPermit>,
     retired: Vec<(Arc<CountingWaker>, usize)>,
@@ -732,13 +927,21 @@ impl<'g> GateHarness<'g> {
         self.check();
     }
 
-    fn acquire(&mut self, units: usize, site: u8, ceiling: Option<u8>) {
+    fn acquire(&mut self, units: usize, raw_site: u8, ceiling: Option<u8>) {
         if self.waiters.len() >= MAX_LIVE_WAITERS {
             return;
         }
-        let site = Site::ALL[usize::from(site) % Site::ALL.len()];
+        let site = Site::ALL[usize::from(raw_site) % Site::ALL.len()];
+        let class = class_of(raw_site);
         let trigger = Trigger::new();
         let mut fut = self.gate.acquire(units, site);
+        if let Some(class) = class {
+            fut = fut.priority(class);
+        }
+        let priority = class.unwrap_or(site.priority());
+        self.expect(fut.priority_class() == priority, || {
+            format!("priority_class() is {:?}", fut.priority_class())
+        });
         let (mut max_wait, mut limit_reason) = (self.budget, ShedReason::WaitBudget);
         if let Some(c) = ceiling {
             let c = Duration::from_millis(u64::from(c % 80));
@@ -755,6 +958,11 @@ impl<'g> GateHarness<'g> {
             fut,
             units,
             site,
+            priority,
+            has_slot: false,
+            outranked_others: false,
+            outranks_again_at: Duration::ZERO,
+            outrank_owed: false,
             max_wait,
             limit_reason,
             has_ceiling: ceiling.is_some(),
@@ -771,9 +979,14 @@ impl<'g> GateHarness<'g> {
         self.next_key += 1;
     }
 
-    fn try_acquire(&mut self, units: usize, site: u8) {
-        let site = Site::ALL[usize::from(site) % Site::ALL.len()];
-        let got = self.gate.try_acquire(units, site);
+    fn try_acquire(&mut self, units: usize, raw_site: u8) {
+        let site = Site::ALL[usize::from(raw_site) % Site::ALL.len()];
+        let class = class_of(raw_site);
+        let got = match class {
+            None => self.gate.try_acquire(units, site),
+            Some(class) => self.gate.acquire(units, site).priority(class).try_now(),
+        };
+        let priority = class.unwrap_or(site.priority());
         let too_big = units > self.max_units;
         let oversize = units > self.capacity;
         let refused = too_big || oversize;
@@ -800,27 +1013,31 @@ impl<'g> GateHarness<'g> {
                 reason,
             }) if !refused && !self.closed && !self.fits(units) => {
                 self.check_shed_reason(reason, ShedReason::NoWait);
-                self.check_retry_after(retry_after, units);
-                self.expected_events.push(Event::Shed(
-                    site.label(),
+                self.shed_event(
+                    site,
                     units,
+                    priority,
                     Duration::ZERO,
                     ShedReason::NoWait,
-                ));
-                self.saw_shed();
+                    retry_after,
+                );
                 self.stats.try_sheds += 1;
             }
             Ok(permit) if !refused && !self.closed && self.fits(units) => {
                 self.available -= units;
-                self.expected_events
-                    .push(Event::Admit(site.label(), units, Duration::ZERO));
+                self.expected_events.push(Event::Admit(
+                    site.label(),
+                    units,
+                    Duration::ZERO,
+                    priority,
+                ));
                 self.saw_wait(Duration::ZERO, true);
                 self.stats.try_admits += 1;
-                self.take_permit(permit, units, site);
+                self.take_permit(permit, units, site, priority);
             }
             other => self.fail(&format!(
-                "try_acquire({units}) returned {:?}; model: available {}, queued {}, closed {}, \
-                 max_units {}",
+                "try_acquire({units}, {priority:?}) returned {:?}; model: available {}, \
+                 queued {}, closed {}, max_units {}",
                 other.map(|p| p.units()),
                 self.available,
                 self.queue.len(),
@@ -847,6 +1064,31 @@ impl<'g> GateHarness<'g> {
         });
     }
 
+    /// A shed of a caller that has left the queue (and given back its place):
+    /// checks the `Busy`'s `retry_after` and expects the `on_shed` it tells
+    /// (with its class's estimate); the rule sees the shed.
+    fn shed_event(
+        &mut self,
+        site: Site,
+        units: usize,
+        priority: Priority,
+        waited: Duration,
+        reason: ShedReason,
+        retry_after: Duration,
+    ) {
+        self.check_retry_after(retry_after, units, priority);
+        self.expected_events.push(Event::Shed(Shed {
+            source: site.label(),
+            units,
+            waited,
+            reason,
+            priority,
+            retry_after,
+            estimated_wait: self.estimate_of(units, priority),
+        }));
+        self.saw_shed();
+    }
+
     /// Counts a budget, ceiling or overload shed of an acquire (a `Hopeless`
     /// one is counted where it is predicted).
     fn count_shed(&mut self, reason: ShedReason, has_ceiling: bool) {
@@ -867,79 +1109,122 @@ impl<'g> GateHarness<'g> {
         }
     }
 
-    fn take_permit(&mut self, permit: GatePermit<Site>, units: usize, site: Site) {
-        self.expect(permit.units() == units && permit.source() == site, || {
-            format!("{permit:?} for {units} units from {site:?}")
-        });
+    fn take_permit(
+        &mut self,
+        permit: GatePermit<Site>,
+        units: usize,
+        site: Site,
+        priority: Priority,
+    ) {
+        self.expect(
+            permit.units() == units && permit.source() == site && permit.priority() == priority,
+            || {
+                format!(
+                    "{permit:?} of {:?} for {units} units from {site:?}, {priority:?}",
+                    permit.priority()
+                )
+            },
+        );
         self.expect(permit.held_for() == Duration::ZERO, || {
             "held_for() at admission".into()
         });
         if units > 1 {
             self.stats.multi_unit_admits += 1;
         }
+        if priority < Priority::Critical {
+            self.stats.admits_below_critical += 1;
+        } else if priority == Priority::CriticalPlus {
+            self.stats.admits_critical_plus += 1;
+        }
         self.permits.push(GPermit {
             permit,
             units,
             admitted_at: self.now,
+            priority,
         });
     }
 
-    fn check_retry_after(&self, retry_after: Duration, units: usize) {
+    /// The `Retry-After` of a shed of `units` of `priority` now: its class's
+    /// estimate within the bounds.
+    fn retry_after_of(&self, units: usize, priority: Priority) -> Duration {
+        let (min, max) = self.gate.retry_after_bounds();
+        self.estimate_of(units, priority)
+            .map_or(min, |e| e.clamp(min, max))
+    }
+
+    fn check_retry_after(&self, retry_after: Duration, units: usize, priority: Priority) {
         let (min, max) = self.gate.retry_after_bounds();
         self.expect(
             retry_after > Duration::ZERO && (min..=max).contains(&retry_after),
             || format!("retry_after {retry_after:?} outside {min:?}..={max:?}"),
         );
-        let now = self.gate.retry_after(units);
-        self.expect(retry_after == now, || {
-            format!("Busy carried {retry_after:?}, the gate now says {now:?}")
-        });
-        let model = self.estimate(units).map_or(min, |e| e.clamp(min, max));
+        if priority == Priority::Sheddable {
+            let now = self.gate.retry_after(units);
+            self.expect(retry_after == now, || {
+                format!("Busy carried {retry_after:?}, the gate now says {now:?}")
+            });
+        }
+        let model = self.retry_after_of(units, priority);
         self.expect(retry_after == model, || {
-            format!("Busy carried {retry_after:?}, the model's estimate says {model:?}")
+            format!(
+                "Busy carried {retry_after:?}, the model's estimate for {priority:?} says \
+                 {model:?}"
+            )
         });
     }
 
-    /// Units of the acquires past their first poll that have not ended: the
-    /// gate's queue for the estimate (granted ones count until they are polled).
-    fn queued_units(&self) -> usize {
+    /// Units of the acquires of class `rank` that hold a place among the parked
+    /// (granted ones count until they are polled).
+    fn queued_of(&self, rank: usize) -> usize {
         self.waiters
             .iter()
-            .filter(|w| w.phase != Phase::Fresh)
+            .filter(|w| w.has_slot && self::rank(w.priority) == rank)
             .map(|w| w.units)
             .sum()
     }
 
-    /// The gate's estimate for a newcomer of `units`.
-    fn estimate(&self, units: usize) -> Option<Duration> {
-        let deficit = (self.queued_units() + units).saturating_sub(self.available);
+    /// Units of every class holding a place among the parked.
+    fn queued_units(&self) -> usize {
+        self.waiters
+            .iter()
+            .filter(|w| w.has_slot)
+            .map(|w| w.units)
+            .sum()
+    }
+
+    /// Units parked of class `rank`, less those on their way out (posted, or
+    /// shed and not yet seen).
+    fn parked_of(&self, rank: usize) -> usize {
+        self.queued_of(rank)
+            .saturating_sub(self.posted[rank] + self.doomed[rank])
+    }
+
+    /// The units a request of `units` and `priority` arriving now waits for
+    /// beyond the free ones: its class's queue and those above, and its own.
+    fn deficit(&self, units: usize, priority: Priority) -> usize {
+        let ahead: usize = (rank(priority)..RANKS).map(|r| self.parked_of(r)).sum();
+        (ahead + units).saturating_sub(self.available)
+    }
+
+    /// The gate's estimate for a newcomer of `units` and `priority`.
+    fn estimate_of(&self, units: usize, priority: Priority) -> Option<Duration> {
         let mean = f64::from(self.pace.mean?);
         Some(micros_of(
-            mean * deficit as f64 / self.capacity.max(1) as f64,
+            mean * self.deficit(units, priority) as f64 / self.capacity.max(1) as f64,
         ))
     }
 
-    /// Why an acquire of `units` with a wait of at most `max_wait` (named
-    /// `limit_reason`) is shed at its first poll, when it does not fit: hopeless
-    /// by the estimate (with a target), or a zero wait (a zero ceiling: the budget
-    /// is at least a millisecond).
-    fn at_arrival(
-        &self,
-        units: usize,
-        max_wait: Duration,
-        limit_reason: ShedReason,
-    ) -> Option<ShedReason> {
-        let hopeless = self.codel.is_some()
-            && self
-                .estimate(units)
-                .is_some_and(|e| e > self.longest_now(units, max_wait));
-        if max_wait.is_zero() {
-            Some(limit_reason)
-        } else if hopeless {
-            Some(ShedReason::Hopeless)
-        } else {
-            None
-        }
+    /// The gate's `estimated_wait(units)`: the lowest class's.
+    fn estimate(&self, units: usize) -> Option<Duration> {
+        self.estimate_of(units, Priority::Sheddable)
+    }
+
+    /// The pace's `units_within`: the units a full gate returns within `wait`
+    /// (an `f32` mean's rounding taken off), `None` before the first release.
+    fn units_within(&self, wait: Duration) -> Option<usize> {
+        let mean = f64::from(self.pace.mean?);
+        let units = wait.as_secs_f64() * self.capacity as f64 / mean;
+        Some((units * (1.0 + f64::from(f32::EPSILON))) as usize)
     }
 
     /// The cap on a wait of `units` while overloaded: twice the target, less
@@ -964,7 +1249,7 @@ impl<'g> GateHarness<'g> {
     }
 
     /// Why a parked wait of at most `max_wait` (named `limit_reason`) that has
-    /// waited `waited` must end now, if it must.
+    /// waited `waited` must end now by its limits, if it must.
     fn expired(
         &self,
         units: usize,
@@ -981,6 +1266,45 @@ impl<'g> GateHarness<'g> {
         }
     }
 
+    /// The gate's `Inner::expired` for the waiter `key` that has waited
+    /// `waited`: at the overload cap it sheds its own units' worth of lower
+    /// classes and waits on, if any is parked, once per look (until a recheck
+    /// later it sheds nobody, itself included).
+    fn expired_or_shed_below(&mut self, key: u64, waited: Duration) -> Option<ShedReason> {
+        let w = self.waiter(key);
+        let (units, max_wait, limit_reason, priority, again_at) = (
+            w.units,
+            w.max_wait,
+            w.limit_reason,
+            w.priority,
+            w.outranks_again_at,
+        );
+        let reason = self.expired(units, max_wait, limit_reason, waited)?;
+        if reason == ShedReason::Overload {
+            if waited < again_at {
+                return None;
+            }
+            if self.anyone_below(priority) {
+                let recheck = self.recheck(max_wait);
+                let w = self.waiter_mut(key);
+                w.outranks_again_at = waited + recheck;
+                // Shed once its poll has seen the semaphore leave it parked
+                // (`poll_parked`): a waiter granted meanwhile sheds nobody.
+                w.outrank_owed = true;
+                return None;
+            }
+        }
+        Some(reason)
+    }
+
+    /// How often a wait past the cap looks again: the target, or a sixteenth
+    /// of its limit if longer.
+    fn recheck(&self, max_wait: Duration) -> Duration {
+        self.codel
+            .as_ref()
+            .map_or(max_wait, |c| c.target.max(max_wait / 16))
+    }
+
     /// The next look of a waiter that has waited `waited` and not expired: its
     /// limit, the cap, or past the cap one recheck (the target, at least a
     /// sixteenth of the limit) later.
@@ -994,8 +1318,7 @@ impl<'g> GateHarness<'g> {
         } else if waited < cap {
             cap
         } else {
-            let recheck = c.target.max(max_wait / 16);
-            max_wait.min(waited + recheck)
+            max_wait.min(waited + self.recheck(max_wait))
         }
     }
 
@@ -1026,8 +1349,36 @@ impl<'g> GateHarness<'g> {
         }
     }
 
+    /// The gate's `Inner::shed_below`: asks the serving pass to shed up to
+    /// `units` of waiting requests of classes below `priority`, the lowest
+    /// first, of what is parked there and not on its way out; one post (and
+    /// pass) per class. Returns whether it asked for any.
+    /// Whether any request of a class below `priority` is parked and not on
+    /// its way out.
+    fn anyone_below(&self, priority: Priority) -> bool {
+        (0..rank(priority)).any(|r| self.parked_of(r) != 0)
+    }
+
+    fn shed_below(&mut self, priority: Priority, units: usize) -> bool {
+        let mut left = units;
+        for r in 0..rank(priority) {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(self.parked_of(r));
+            if take != 0 {
+                self.posted[r] += take;
+                self.serve();
+                left -= take;
+            }
+        }
+        left != units
+    }
+
     fn poll(&mut self, i: usize) {
-        // A fresh waker for every poll: the old one is retired with its count.
+        // A fresh waker for every poll. The old one is retired with its count;
+        // a parked waiter's cell still holds it until the semaphore is polled
+        // (after the look at the deadline), so it is retired after the look.
         let w = &mut self.waiters[i];
         let old = core::mem::replace(&mut w.waker, Arc::new(CountingWaker::default()));
         let (count, expected) = (old.count(), w.expected_wakes);
@@ -1035,153 +1386,336 @@ impl<'g> GateHarness<'g> {
         self.expect(count == expected, || {
             format!("waker woken {count} times before the poll, expected {expected}")
         });
-        self.retired.push((old, count));
-
         let w = &mut self.waiters[i];
         let waker = Waker::from(Arc::clone(&w.waker));
         let result = w.fut.as_mut().poll(&mut Context::from_waker(&waker));
         drop(waker);
-        let (key, units, site, phase, fired, start, max_wait, limit_reason, has_ceiling) = (
+        if w.phase == Phase::Fresh {
+            self.retired.push((old, count));
+            self.poll_fresh(i, result);
+        } else {
+            self.poll_parked(i, result, old, count);
+        }
+    }
+
+    /// The first poll: the refusals at once, the signal, the close, a grant at
+    /// once, else it parks (the gate's `park`: a place among the parked, a
+    /// zero ceiling, the estimate, the lower classes shed while pressed).
+    fn poll_fresh(&mut self, i: usize, result: Poll<Result<GatePermit<Site>, GateError>>) {
+        let w = &self.waiters[i];
+        let (key, units, site, priority, fired, max_wait, has_ceiling) = (
             w.key,
             w.units,
             w.site,
-            w.phase,
+            w.priority,
             w.fired,
-            w.start,
             w.max_wait,
-            w.limit_reason,
             w.has_ceiling,
         );
         let label = site.label();
         let too_big = units > self.max_units;
         let oversize = units > self.capacity;
-        // Refused at the first poll, before the signal is looked at.
-        let refused = phase == Phase::Fresh && (too_big || oversize);
-        let fits = self.fits(units);
-        let waited = self.now.saturating_sub(start);
-        let expired_for = if phase == Phase::Fresh {
-            None
-        } else {
-            self.expired(units, max_wait, limit_reason, waited)
-        };
-        let expired = expired_for.is_some();
-        // At the first poll of a request that parks: shed at once, and why.
-        let at_arrival = if phase == Phase::Fresh && !fits {
-            self.at_arrival(units, max_wait, limit_reason)
-        } else {
-            None
-        };
-        match (phase, result) {
-            (
-                Phase::Fresh,
+        if too_big {
+            match result {
                 Poll::Ready(Err(GateError::ExceedsMaxUnits {
                     requested,
                     max_units,
-                })),
-            ) if too_big => {
-                self.expect(requested == units && max_units == self.max_units, || {
-                    format!("ExceedsMaxUnits {{ requested: {requested}, max_units: {max_units} }}")
-                });
-                self.exceeds_max_units(units, fired);
-                self.finish(i);
-            }
-            (Phase::Fresh, Poll::Ready(Err(GateError::ExceedsCapacity(e))))
-                if oversize && !too_big =>
-            {
-                self.expect(e.requested == units && e.capacity == self.capacity, || {
-                    format!("{e:?}")
-                });
-                self.stats.oversize += 1;
-                self.stats.oversize_at_once += 1;
-                self.finish(i);
-            }
-            // The refusals at once are checked before the signal, on the first
-            // poll only.
-            (_, Poll::Ready(Err(GateError::Cancelled))) if fired && !refused => {
-                match phase {
-                    Phase::Parked => self.leave_queue(key),
-                    Phase::Granted => {
-                        self.stats.cancels_after_grant += 1;
-                        self.give_back(units);
-                    }
-                    Phase::Fresh | Phase::Closed | Phase::Exceeds => {}
+                })) => {
+                    self.expect(requested == units && max_units == self.max_units, || {
+                        format!(
+                            "ExceedsMaxUnits {{ requested: {requested}, max_units: {max_units} }}"
+                        )
+                    });
+                    self.exceeds_max_units(units, fired);
                 }
-                self.stats.cancels += 1;
-                self.finish(i);
+                other => self.first_poll_failed(i, &other, "ExceedsMaxUnits"),
             }
-            (Phase::Fresh, Poll::Ready(Err(GateError::Closed)))
-                if self.closed && !fired && !refused =>
-            {
-                self.stats.closed += 1;
-                self.finish(i);
-            }
-            (Phase::Fresh, Poll::Ready(Ok(permit)))
-                if !fired && !refused && !self.closed && fits =>
-            {
-                self.available -= units;
-                self.expected_events
-                    .push(Event::Admit(label, units, Duration::ZERO));
-                self.saw_wait(Duration::ZERO, true);
-                self.stats.immediate_admits += 1;
-                self.take_permit(permit, units, site);
-                self.finish(i);
-            }
-            (
-                Phase::Fresh,
-                Poll::Ready(Err(GateError::Busy {
-                    retry_after,
-                    reason: got,
-                })),
-            ) if !fired && !refused && !self.closed && at_arrival.is_some() => {
-                // Parked, and shed at once (the estimate, or a zero wait): it left
-                // the queue (it was last, so nobody behind it is served) before
-                // `on_shed`.
-                let reason = at_arrival.expect("guarded");
-                self.check_shed_reason(got, reason);
-                self.check_retry_after(retry_after, units);
-                self.expected_events
-                    .push(Event::Shed(label, units, Duration::ZERO, reason));
-                self.saw_shed();
-                if reason == ShedReason::Hopeless {
-                    self.stats.hopeless += 1;
-                } else {
-                    self.count_shed(reason, has_ceiling);
-                    self.stats.sheds_at_once += 1;
+            return self.finish(i);
+        }
+        if oversize {
+            match result {
+                Poll::Ready(Err(GateError::ExceedsCapacity(e))) => {
+                    self.expect(e.requested == units && e.capacity == self.capacity, || {
+                        format!("{e:?}")
+                    });
+                    self.stats.oversize += 1;
+                    self.stats.oversize_at_once += 1;
                 }
-                self.finish(i);
+                other => self.first_poll_failed(i, &other, "ExceedsCapacity"),
             }
-            (Phase::Fresh, Poll::Pending)
-                if !fired && !refused && !self.closed && !fits && at_arrival.is_none() =>
-            {
+            return self.finish(i);
+        }
+        if fired {
+            if !matches!(result, Poll::Ready(Err(GateError::Cancelled))) {
+                self.first_poll_failed(i, &result, "Cancelled");
+            }
+            self.stats.cancels += 1;
+            return self.finish(i);
+        }
+        if self.closed {
+            if !matches!(result, Poll::Ready(Err(GateError::Closed))) {
+                self.first_poll_failed(i, &result, "Closed");
+            }
+            self.stats.closed += 1;
+            return self.finish(i);
+        }
+        if self.fits(units) {
+            let Poll::Ready(Ok(permit)) = result else {
+                self.first_poll_failed(i, &result, "a grant at once");
+            };
+            self.available -= units;
+            self.expected_events
+                .push(Event::Admit(label, units, Duration::ZERO, priority));
+            self.saw_wait(Duration::ZERO, true);
+            self.stats.immediate_admits += 1;
+            self.take_permit(permit, units, site, priority);
+            return self.finish(i);
+        }
+        // It joins the queue (with this poll's waker), then parks.
+        let w = &mut self.waiters[i];
+        w.phase = Phase::Parked;
+        w.signal_armed = true;
+        self.queue.push_back(key);
+        match self.park(key) {
+            Ok(()) => {
+                if !result.is_pending() {
+                    self.first_poll_failed(i, &result, "Pending (parked)");
+                }
                 let now = self.now;
                 let look_at = self.next_look(units, max_wait, Duration::ZERO);
                 let w = &mut self.waiters[i];
-                w.phase = Phase::Parked;
                 w.start = now;
                 w.look_at = look_at;
                 w.sleep_armed = true;
-                w.signal_armed = true;
-                self.queue.push_back(key);
             }
-            (Phase::Granted, Poll::Ready(Ok(permit))) if !fired => {
-                self.expected_events
-                    .push(Event::Admit(label, units, waited));
-                self.saw_wait(waited, false);
-                self.stats.parked_admits += 1;
-                if expired {
-                    self.stats.admits_at_deadline += 1;
+            Err(reason) => {
+                // Shed at arrival: its place given back, then out of the queue
+                // (a grant the pass made it meanwhile goes back), then the shed,
+                // with a newcomer's estimate. It never waited: no wait is seen.
+                self.withdraw(key);
+                let Poll::Ready(Err(GateError::Busy {
+                    retry_after,
+                    reason: got,
+                })) = result
+                else {
+                    self.first_poll_failed(i, &result, &format!("Busy for {reason:?}"));
+                };
+                self.check_shed_reason(got, reason);
+                self.shed_event(site, units, priority, Duration::ZERO, reason, retry_after);
+                match reason {
+                    ShedReason::Hopeless => self.stats.hopeless += 1,
+                    ShedReason::QueueFull => self.stats.queue_full += 1,
+                    _ => {
+                        self.count_shed(reason, has_ceiling);
+                        self.stats.sheds_at_once += 1;
+                    }
                 }
-                self.take_permit(permit, units, site);
                 self.finish(i);
             }
-            (Phase::Closed, Poll::Ready(Err(GateError::Closed))) if !fired => {
+        }
+    }
+
+    fn first_poll_failed(
+        &self,
+        i: usize,
+        result: &Poll<Result<GatePermit<Site>, GateError>>,
+        model: &str,
+    ) -> ! {
+        let w = &self.waiters[i];
+        self.fail(&format!(
+            "first poll of #{} ({} units, {:?}, max wait {:?}, fired {}) returned {:?}, the \
+             model expected {model}; model: available {}, queued {}, per class parked {:?} \
+             (posted {:?}, doomed {:?}), closed {}, max_units {}, max_waiters {:?}, now {:?}",
+            w.key,
+            w.units,
+            w.priority,
+            w.max_wait,
+            w.fired,
+            outcome(result),
+            self.available,
+            self.queue.len(),
+            (0..RANKS).map(|r| self.queued_of(r)).collect::<Vec<_>>(),
+            self.posted,
+            self.doomed,
+            self.closed,
+            self.max_units,
+            self.max_waiters,
+            self.now
+        ))
+    }
+
+    /// The gate's `Inner::park` for the waiter `key`, joined already: its place
+    /// among the parked (a full queue sheds the oldest of the lowest class below
+    /// it, else `QueueFull`), its own limit (a zero ceiling), then with a
+    /// target the estimate (`Hopeless`) and, while pressed, the lower classes
+    /// shed for it. `Err` is the shed at arrival (its place not yet given back).
+    fn park(&mut self, key: u64) -> Result<(), ShedReason> {
+        let w = self.waiter(key);
+        let (units, priority, max_wait, limit_reason) =
+            (w.units, w.priority, w.max_wait, w.limit_reason);
+        if let Some(max) = self.max_waiters {
+            let parked = self.waiters.iter().filter(|w| w.has_slot).count();
+            if parked >= max {
+                let lowest = (0..rank(priority))
+                    .find(|&r| self.parked_of(r) != 0)
+                    .ok_or(ShedReason::QueueFull)?;
+                self.stats.evictions += 1;
+                self.posted[lowest] += 1;
+                self.serve();
+            }
+        }
+        self.waiter_mut(key).has_slot = true;
+        if max_wait.is_zero() {
+            return Err(limit_reason);
+        }
+        let Some(target) = self.codel.as_ref().map(|c| c.target) else {
+            return Ok(());
+        };
+        // Its own units are counted among the queued already.
+        let longest = self.longest_now(units, max_wait);
+        if self.estimate_of(0, priority).is_some_and(|e| e > longest) {
+            return Err(ShedReason::Hopeless);
+        }
+        if let (Some(goal), Some(mark)) = (
+            self.units_within(target.min(longest)),
+            self.units_within((target * PRESS_MARK).min(longest)),
+        ) {
+            let behind_all = self.deficit(0, Priority::Sheddable);
+            let now = self.now;
+            let interval = self
+                .codel
+                .as_ref()
+                .expect("a target")
+                .interval(self.pace.mean_hold());
+            let pressed =
+                self.codel
+                    .as_mut()
+                    .expect("a target")
+                    .pressed(behind_all > mark, now, interval);
+            if pressed && behind_all > goal && self.shed_below(priority, behind_all - goal) {
+                self.waiter_mut(key).outranked_others = true;
+                self.stats.pressed_sheds += 1;
+                self.codel.as_mut().expect("a target").press(now, interval);
+            }
+        }
+        Ok(())
+    }
+
+    /// The waiter `key` gives back its place and leaves the semaphore: out of
+    /// the queue if waiting, its units back if granted, its shed settled if
+    /// doomed.
+    fn withdraw(&mut self, key: u64) {
+        let w = self.waiter_mut(key);
+        w.has_slot = false;
+        let (phase, units, r) = (w.phase, w.units, rank(w.priority));
+        w.phase = Phase::Fresh;
+        match phase {
+            Phase::Parked => self.leave_queue(key),
+            Phase::Granted => self.give_back(units),
+            Phase::Doomed => self.doomed[r] -= units,
+            Phase::Fresh | Phase::Closed | Phase::Exceeds => {}
+        }
+    }
+
+    /// A poll of a waiter past its first poll: the signal, then the look at
+    /// the deadline (which at the overload cap may shed lower classes), then
+    /// the semaphore (a grant, a close, a forget's refusal, a shed for a higher
+    /// class), then the deadline.
+    fn poll_parked(
+        &mut self,
+        i: usize,
+        result: Poll<Result<GatePermit<Site>, GateError>>,
+        old: Arc<CountingWaker>,
+        old_count: usize,
+    ) {
+        let w = &self.waiters[i];
+        let (key, units, site, priority, fired, start, has_ceiling) = (
+            w.key,
+            w.units,
+            w.site,
+            w.priority,
+            w.fired,
+            w.start,
+            w.has_ceiling,
+        );
+        let label = site.label();
+        let waited = self.now.saturating_sub(start);
+        if fired {
+            self.retired.push((old, old_count));
+            if !matches!(result, Poll::Ready(Err(GateError::Cancelled))) {
+                self.parked_poll_failed(i, &result, "Cancelled", None);
+            }
+            match self.waiters[i].phase {
+                Phase::Granted => self.stats.cancels_after_grant += 1,
+                Phase::Doomed => self.stats.outranked_cancelled += 1,
+                _ => {}
+            }
+            self.withdraw(key);
+            self.stats.cancels += 1;
+            return self.finish(i);
+        }
+        self.polling = Some(key);
+        self.old_wakes = 0;
+        let expired_for = self.look(key);
+        self.polling = None;
+        let count = old.count();
+        let expected = old_count + self.old_wakes;
+        self.expect(count == expected, || {
+            format!("the old waker was woken {count} times, expected {expected}")
+        });
+        self.retired.push((old, count));
+        let phase = self.waiters[i].phase;
+        match (phase, result) {
+            (Phase::Granted, Poll::Ready(Ok(permit))) => {
+                let w = &mut self.waiters[i];
+                w.has_slot = false;
+                let outranked_others = w.outranked_others;
+                self.expected_events
+                    .push(Event::Admit(label, units, waited, priority));
+                if outranked_others {
+                    // Its wait was shortened by the sheds: no sample.
+                    self.stats.outranked_others_admits += 1;
+                } else {
+                    self.saw_wait(waited, false);
+                }
+                self.stats.parked_admits += 1;
+                if expired_for.is_some() {
+                    self.stats.admits_at_deadline += 1;
+                }
+                self.take_permit(permit, units, site, priority);
+                self.finish(i);
+            }
+            (Phase::Closed, Poll::Ready(Err(GateError::Closed))) => {
+                self.waiters[i].has_slot = false;
                 self.stats.closed += 1;
                 self.finish(i);
             }
             (Phase::Exceeds, Poll::Ready(Err(GateError::ExceedsCapacity(e))))
-                if !fired && e.requested == units && e.capacity == self.capacity =>
+                if e.requested == units && e.capacity == self.capacity =>
             {
+                self.waiters[i].has_slot = false;
                 self.stats.oversize += 1;
+                self.finish(i);
+            }
+            (
+                Phase::Doomed,
+                Poll::Ready(Err(GateError::Busy {
+                    retry_after,
+                    reason,
+                })),
+            ) => {
+                self.check_shed_reason(reason, ShedReason::Outranked);
+                self.withdraw(key);
+                self.shed_event(
+                    site,
+                    units,
+                    priority,
+                    waited,
+                    ShedReason::Outranked,
+                    retry_after,
+                );
+                // A wait cut short for a higher class: not a sample.
+                self.stats.outranked += 1;
                 self.finish(i);
             }
             (
@@ -1190,42 +1724,85 @@ impl<'g> GateHarness<'g> {
                     retry_after,
                     reason: got,
                 })),
-            ) if !fired && expired => {
+            ) if expired_for.is_some() => {
                 let reason = expired_for.expect("guarded");
                 self.check_shed_reason(got, reason);
-                self.leave_queue(key);
-                // It has left the gate's queue too: the estimate is a newcomer's.
-                self.waiters[i].phase = Phase::Fresh;
-                self.check_retry_after(retry_after, units);
-                self.expected_events
-                    .push(Event::Shed(label, units, waited, reason));
-                self.saw_shed();
+                if reason == ShedReason::Overload && !self.waiters[i].outranks_again_at.is_zero() {
+                    self.stats.cap_sheds_then_self += 1;
+                }
+                self.withdraw(key);
+                self.shed_event(site, units, priority, waited, reason, retry_after);
                 self.saw_wait(waited, false);
                 self.count_shed(reason, has_ceiling);
                 self.finish(i);
             }
-            (Phase::Parked, Poll::Pending) if !fired && !expired => {
-                // A look that came due arms the next one.
-                let next = (waited >= self.waiters[i].look_at)
-                    .then(|| self.next_look(units, max_wait, waited));
+            (Phase::Parked, Poll::Pending) if expired_for.is_none() => {
                 let w = &mut self.waiters[i];
-                if let Some(next) = next {
-                    w.look_at = next;
-                }
                 w.sleep_armed = true;
                 w.signal_armed = true;
+                if core::mem::take(&mut w.outrank_owed) && self.shed_below(priority, units) {
+                    self.waiters[i].outranked_others = true;
+                    self.stats.cap_sheds += 1;
+                }
             }
-            (phase, other) => self.fail(&format!(
-                "waiter #{key} ({units} units, max wait {max_wait:?} for {limit_reason:?}, \
-                 model phase {phase:?}, fired {fired}, expired {expired_for:?}) polled: {:?}; \
-                 model: available {}, queued {}, closed {}, max_units {}, now {:?}",
-                other.map(|r| r.map(|p| p.units())),
-                self.available,
-                self.queue.len(),
-                self.closed,
-                self.max_units,
-                self.now
-            )),
+            (_, other) => self.parked_poll_failed(i, &other, "", expired_for),
+        }
+    }
+
+    fn parked_poll_failed(
+        &self,
+        i: usize,
+        result: &Poll<Result<GatePermit<Site>, GateError>>,
+        model: &str,
+        expired_for: Option<ShedReason>,
+    ) -> ! {
+        let w = &self.waiters[i];
+        self.fail(&format!(
+            "waiter #{} ({} units, {:?}, max wait {:?} for {:?}, model phase {:?}, fired {}, \
+             expired {expired_for:?}, outranked others {}) polled: {:?} {model}; model: \
+             available {}, queued {}, per class parked {:?} (posted {:?}, doomed {:?}), \
+             closed {}, max_units {}, now {:?}",
+            w.key,
+            w.units,
+            w.priority,
+            w.max_wait,
+            w.limit_reason,
+            w.phase,
+            w.fired,
+            w.outranked_others,
+            outcome(result),
+            self.available,
+            self.queue.len(),
+            (0..RANKS).map(|r| self.queued_of(r)).collect::<Vec<_>>(),
+            self.posted,
+            self.doomed,
+            self.closed,
+            self.max_units,
+            self.now
+        ))
+    }
+
+    /// The gate's look at the deadline of the waiter `key`: whether its limits
+    /// end its wait now (at the overload cap, only with no lower class to shed
+    /// instead); if not, a look that came due arms the next one, and the
+    /// limits are looked at again (so a look at the cap that shed lower
+    /// classes looks once more, and may shed more of them, or find none left
+    /// and end the wait after all).
+    fn look(&mut self, key: u64) -> Option<ShedReason> {
+        loop {
+            let w = self.waiter(key);
+            let waited = self.now.saturating_sub(w.start);
+            // Its sleep fires at `start + look_at`.
+            let came_due = waited >= w.look_at;
+            if let Some(reason) = self.expired_or_shed_below(key, waited) {
+                return Some(reason);
+            }
+            if !came_due {
+                return None;
+            }
+            let w = self.waiter(key);
+            let next = self.next_look(w.units, w.max_wait, waited);
+            self.waiter_mut(key).look_at = next;
         }
     }
 
@@ -1233,12 +1810,15 @@ impl<'g> GateHarness<'g> {
     fn finish(&mut self, i: usize) {
         let w = self.waiters.remove(i);
         let count = w.waker.count();
-        self.expect(count == 0, || {
-            format!("waker called {count} times during its own poll")
+        self.expect(count == w.expected_wakes, || {
+            format!(
+                "waker called {count} times during its own poll, expected {}",
+                w.expected_wakes
+            )
         });
         drop(w.fut);
         drop(w.trigger);
-        self.retired.push((w.waker, 0));
+        self.retired.push((w.waker, count));
     }
 
     fn leave_queue(&mut self, key: u64) {
@@ -1252,28 +1832,30 @@ impl<'g> GateHarness<'g> {
     }
 
     fn drop_waiter(&mut self, i: usize) {
-        let w = self.waiters.remove(i);
-        drop(w.fut);
-        match w.phase {
-            Phase::Parked => {
-                self.stats.dropped_parked_or_granted += 1;
-                self.leave_queue(w.key);
-            }
-            Phase::Granted => {
-                self.stats.dropped_parked_or_granted += 1;
-                self.give_back(w.units);
-            }
+        let key = self.waiters[i].key;
+        match self.waiters[i].phase {
+            Phase::Parked | Phase::Granted => self.stats.dropped_parked_or_granted += 1,
+            Phase::Doomed => self.stats.outranked_dropped += 1,
             Phase::Fresh | Phase::Closed | Phase::Exceeds => {}
         }
-        let count = w.waker.count();
-        self.expect(count == w.expected_wakes, || {
-            format!(
-                "dropped waiter woken {count} times, expected {}",
-                w.expected_wakes
-            )
-        });
+        // The gate's cancel, then its place given back: as the model orders it
+        // in `withdraw` (nothing reads the place during the cancel's pass).
+        let w = self.waiters.remove(i);
+        drop(w.fut);
+        let (count, expected) = (w.waker.count(), w.expected_wakes);
+        let phase = w.phase;
+        let (units, r) = (w.units, rank(w.priority));
         drop(w.trigger);
         self.retired.push((w.waker, count));
+        match phase {
+            Phase::Parked => self.leave_queue(key),
+            Phase::Granted => self.give_back(units),
+            Phase::Doomed => self.doomed[r] -= units,
+            Phase::Fresh | Phase::Closed | Phase::Exceeds => {}
+        }
+        self.expect(count == expected, || {
+            format!("dropped waiter woken {count} times, expected {expected}")
+        });
     }
 
     fn fire(&mut self, i: usize) {
@@ -1304,6 +1886,7 @@ impl<'g> GateHarness<'g> {
             permit,
             units,
             admitted_at,
+            priority,
         } = self.permits.remove(i);
         let site = permit.source();
         let held = self.now - admitted_at;
@@ -1314,7 +1897,7 @@ impl<'g> GateHarness<'g> {
             drop(permit);
         }
         self.expected_events
-            .push(Event::Release(site.label(), units, held));
+            .push(Event::Release(site.label(), units, held, priority));
         self.pace.record(units, held, self.capacity);
         self.released_with_nobody_parked();
         self.give_back(units);
@@ -1378,11 +1961,14 @@ impl<'g> GateHarness<'g> {
 
     fn split(&mut self, i: usize, n: usize) {
         let p = &mut self.permits[i];
-        let (units, admitted_at, site) = (p.units, p.admitted_at, p.permit.source());
+        let (units, admitted_at, site, priority) =
+            (p.units, p.admitted_at, p.permit.source(), p.priority);
         match p.permit.split(n) {
             Some(part) if n < units => {
                 self.permits[i].units -= n;
-                self.expect(part.source() == site, || "split permit's source".into());
+                self.expect(part.source() == site && part.priority() == priority, || {
+                    "split permit's source and class".into()
+                });
                 self.expect(part.held_for() == self.now - admitted_at, || {
                     "split permit's hold time".into()
                 });
@@ -1391,6 +1977,7 @@ impl<'g> GateHarness<'g> {
                     permit: part,
                     units: n,
                     admitted_at,
+                    priority,
                 });
             }
             None if n >= units => {}
@@ -1417,6 +2004,7 @@ impl<'g> GateHarness<'g> {
         let GPermit {
             permit,
             admitted_at,
+            priority,
             ..
         } = self.permits.remove(i);
         let site = permit.source();
@@ -1432,8 +2020,12 @@ impl<'g> GateHarness<'g> {
         if self.capacity < self.max_units {
             self.stats.forgets_below_max_units += 1;
         }
-        self.expected_events
-            .push(Event::Release(site.label(), units, self.now - admitted_at));
+        self.expected_events.push(Event::Release(
+            site.label(),
+            units,
+            self.now - admitted_at,
+            priority,
+        ));
         self.released_with_nobody_parked();
         self.expected_events.push(Event::Capacity(self.capacity));
         self.serve();
@@ -1443,45 +2035,131 @@ impl<'g> GateHarness<'g> {
         self.gate.close();
         self.closed = true;
         while let Some(key) = self.queue.pop_front() {
-            let w = self.waiter_mut(key);
-            w.phase = Phase::Closed;
-            w.expected_wakes += 1;
+            self.resolve(key, Phase::Closed);
+        }
+        // The close's pass drops what was posted (nothing is, between steps).
+        self.posted = [0; RANKS];
+    }
+
+    /// The semaphore's serving: passes until one ends without a full wake
+    /// batch.
+    fn serve(&mut self) {
+        while self.pass() {}
+    }
+
+    /// One serving pass, as the semaphore model's plus the shed walk: pay the
+    /// debt, fail parked requests above the capacity, then (open, no debt)
+    /// grant from the head while it fits; then, behind a head that does not
+    /// fit, walk for what is posted and, if that shed anyone, go round again.
+    /// Each resolution takes a place in the pass's wake batch; returns whether
+    /// the batch filled (the next pass goes on).
+    fn pass(&mut self) -> bool {
+        let mut batch = 0;
+        loop {
+            let take = self.available.min(self.debt);
+            self.available -= take;
+            self.debt -= take;
+            self.stats.retired_units += take;
+            let capacity = self.capacity;
+            let mut at = 0;
+            while at < self.queue.len() {
+                let key = self.queue[at];
+                if self.waiter(key).units > capacity {
+                    if batch == WAKE_BATCH {
+                        return true;
+                    }
+                    self.queue.remove(at);
+                    self.resolve(key, Phase::Exceeds);
+                    batch += 1;
+                    self.stats.exceeds_after_forget += 1;
+                } else {
+                    at += 1;
+                }
+            }
+            if self.closed {
+                self.posted = [0; RANKS];
+                return false;
+            }
+            let blocked = loop {
+                if batch == WAKE_BATCH {
+                    // What is posted waits for the next pass.
+                    return true;
+                }
+                let Some(&key) = self.queue.front() else {
+                    break false;
+                };
+                let units = self.waiter(key).units;
+                if self.debt > 0 || units > self.available {
+                    break true;
+                }
+                self.queue.pop_front();
+                self.available -= units;
+                self.resolve(key, Phase::Granted);
+                batch += 1;
+            };
+            if !blocked {
+                // Nobody left to shed: what was posted is dropped.
+                self.stats.shed_units_not_found += self.posted.iter().sum::<usize>();
+                self.posted = [0; RANKS];
+                return false;
+            }
+            if self.posted.iter().all(|&p| p == 0) {
+                return false;
+            }
+            match self.walk(&mut batch) {
+                None => return true,
+                Some(0) => return false,
+                // The head may fit now: look again.
+                Some(_) => {}
+            }
         }
     }
 
-    /// The semaphore model's serving pass: pay the debt, fail parked requests
-    /// above the capacity, then (open, no debt) grant from the head while it fits.
-    fn serve(&mut self) {
-        let take = self.available.min(self.debt);
-        self.available -= take;
-        self.debt -= take;
-        self.stats.retired_units += take;
-        let capacity = self.capacity;
-        let mut at = 0;
-        while at < self.queue.len() {
-            let key = self.queue[at];
-            let w = self.waiter_mut(key);
-            if w.units > capacity {
-                w.phase = Phase::Exceeds;
-                w.expected_wakes += 1;
+    /// The shed walk: for each class, lowest first, takes what is posted and
+    /// resolves the oldest waiting requests of the class until their units
+    /// cover it (a larger one goes all the same); what it cannot find is
+    /// dropped. A full wake batch stops it, the class's remainder posted again.
+    /// Returns the units shed, or `None` if the batch filled.
+    fn walk(&mut self, batch: &mut usize) -> Option<usize> {
+        let mut shed = 0;
+        for r in 0..RANKS {
+            let mut owed = core::mem::take(&mut self.posted[r]);
+            let mut at = 0;
+            while owed > 0 && at < self.queue.len() {
+                let key = self.queue[at];
+                let w = self.waiter(key);
+                if rank(w.priority) != r {
+                    at += 1;
+                    continue;
+                }
+                if *batch == WAKE_BATCH {
+                    self.posted[r] += owed;
+                    self.stats.walks_cut_by_batch += 1;
+                    return None;
+                }
+                let units = w.units;
                 self.queue.remove(at);
-                self.stats.exceeds_after_forget += 1;
-            } else {
-                at += 1;
+                self.doomed[r] += units;
+                self.resolve(key, Phase::Doomed);
+                *batch += 1;
+                owed = owed.saturating_sub(units);
+                shed += units;
             }
+            self.stats.shed_units_not_found += owed;
         }
-        if self.closed || self.debt > 0 {
-            return;
-        }
-        while let Some(&key) = self.queue.front() {
-            let units = self.waiter_mut(key).units;
-            if units > self.available {
-                break;
-            }
-            self.queue.pop_front();
-            self.available -= units;
-            let w = self.waiter_mut(key);
-            w.phase = Phase::Granted;
+        Some(shed)
+    }
+
+    /// The serving pass resolves the waiting request `key`: its waker is
+    /// woken (the one its cell holds: the last poll's, while it is being
+    /// polled and has not reached the semaphore yet).
+    fn resolve(&mut self, key: u64, phase: Phase) {
+        let polling = self.polling == Some(key);
+        let w = self.waiter_mut(key);
+        w.phase = phase;
+        if polling {
+            self.old_wakes += 1;
+        } else {
             w.expected_wakes += 1;
         }
     }
@@ -1503,13 +2181,19 @@ impl<'g> GateHarness<'g> {
         }
     }
 
+    fn waiter(&self, key: u64) -> &GWaiter<'g> {
+        self.waiters
+            .iter()
+            .find(|w| w.key == key)
+            .expect("model: queued key has no live waiter")
+    }
+
     fn waiter_mut(&mut self, key: u64) -> &mut GWaiter<'g> {
         self.waiters
             .iter_mut()
             .find(|w| w.key == key)
             .expect("model: queued key has no live waiter")
     }
-
     fn check(&mut self) {
         let events = self.obs.take();
         let expected = core::mem::take(&mut self.expected_events);
@@ -1517,9 +2201,18 @@ impl<'g> GateHarness<'g> {
             format!("observer saw {events:?}, model expected {expected:?}")
         });
         for p in &self.permits {
-            self.expect(p.permit.units() == p.units, || {
-                format!("{:?}, the model says {} units", p.permit, p.units)
-            });
+            self.expect(
+                p.permit.units() == p.units && p.permit.priority() == p.priority,
+                || {
+                    format!(
+                        "{:?} of {:?}, the model says {} units of {:?}",
+                        p.permit,
+                        p.permit.priority(),
+                        p.units,
+                        p.priority
+                    )
+                },
+            );
             self.expect(p.permit.held_for() == self.now - p.admitted_at, || {
                 format!("{:?}, admitted at {:?}", p.permit, p.admitted_at)
             });
@@ -1580,9 +2273,26 @@ impl<'g> GateHarness<'g> {
         for units in [1, self.capacity] {
             let (gate, model) = (self.gate.estimated_wait(units), self.estimate(units));
             self.expect(gate == model, || {
-                format!("estimated_wait({units}) is {gate:?}, the model's {model:?}")
+                format!(
+                    "estimated_wait({units}) is {gate:?}, the model's {model:?} (per class \
+                     parked {:?}, posted {:?}, doomed {:?}, available {})",
+                    (0..RANKS).map(|r| self.queued_of(r)).collect::<Vec<_>>(),
+                    self.posted,
+                    self.doomed,
+                    self.available
+                )
+            });
+            let (gate, model) = (
+                self.gate.retry_after(units),
+                self.retry_after_of(units, Priority::Sheddable),
+            );
+            self.expect(gate == model, || {
+                format!("retry_after({units}) is {gate:?}, the model's {model:?}")
             });
         }
+        self.expect(self.posted == [0; RANKS], || {
+            format!("posted {:?} left after a step", self.posted)
+        });
         self.expect(self.timer.now() == self.now, || "clock".into());
         for w in &self.waiters {
             let count = w.waker.count();

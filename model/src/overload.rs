@@ -2,10 +2,17 @@
 //! mean hold of a unit ([`ModelPace`], in the gate's `f32` arithmetic) and CoDel's
 //! state ([`ModelCodel`]: the shortest wait of each interval, entered above the
 //! target, left after two intervals in a row that saw the queue empty and shed
-//! nobody). What the gate model predicts from them is in [`crate::gate`]'s
-//! module docs, "Overload".
+//! nobody), and whether the gate is pressed (when a higher class sheds lower
+//! ones). What the gate model predicts from them is in [`crate::gate`]'s module
+//! docs, "Overload" and "Priority".
 
 use std::time::Duration;
+
+/// A queue this many targets long presses the gate.
+pub(crate) const PRESS_MARK: u32 = 4;
+
+/// The longest interval.
+const MAX_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The gate's mean hold of a unit, with the same `f32` steps.
 #[derive(Debug, Default)]
@@ -58,6 +65,10 @@ pub(crate) struct ModelCodel {
     calm: u32,
     /// The interval shed a request.
     pub(crate) shed: bool,
+    /// The gate may be pressed: until `pressed_until`.
+    pressed: bool,
+    /// The end of the pressed time, in wrapping microseconds.
+    pressed_until: u32,
 }
 
 impl ModelCodel {
@@ -71,10 +82,39 @@ impl ModelCodel {
             emptied: false,
             calm: 0,
             shed: false,
+            pressed: false,
+            pressed_until: 0,
         }
     }
 
-    fn interval(&self, mean_hold: Option<Duration>) -> Duration {
+    /// Whether the gate is pressed at `now` (overloaded, or within an interval
+    /// of a press); `past_mark` presses it for an interval from now.
+    pub(crate) fn pressed(&mut self, past_mark: bool, now: Duration, interval: Duration) -> bool {
+        if past_mark {
+            self.press(now, interval);
+            return true;
+        }
+        if self.overloaded {
+            return true;
+        }
+        if !self.pressed {
+            return false;
+        }
+        if passed(self.pressed_until, now) {
+            self.pressed = false;
+            return false;
+        }
+        true
+    }
+
+    /// A lower class was shed for a higher one at `now`: pressed for an
+    /// interval more.
+    pub(crate) fn press(&mut self, now: Duration, interval: Duration) {
+        self.pressed_until = stamp(now + interval);
+        self.pressed = true;
+    }
+
+    pub(crate) fn interval(&self, mean_hold: Option<Duration>) -> Duration {
         mean_hold
             .map(|m| m * 2)
             .unwrap_or(self.target)
@@ -89,10 +129,7 @@ impl ModelCodel {
         now: Duration,
         mean: Option<Duration>,
     ) -> Option<bool> {
-        let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX - 1);
-        let stamp = |d: Duration| d.as_micros() as u32;
-        let ahead = self.end.wrapping_sub(stamp(now));
-        if ahead == 0 || ahead > us(Duration::from_secs(60)) {
+        if passed(self.end, now) {
             self.end = stamp(now + self.interval(mean));
             // Entered above the target; left after two intervals in a row that
             // saw the queue empty.
@@ -119,6 +156,23 @@ impl ModelCodel {
         self.emptied |= empty;
         None
     }
+}
+
+/// `d` in whole microseconds, saturating below `u32::MAX` (no wait seen).
+fn us(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX - 1)
+}
+
+/// A point of the clock as a wrapping count of microseconds.
+fn stamp(d: Duration) -> u32 {
+    d.as_micros() as u32
+}
+
+/// Whether the stamped end `end` has passed at `now`: one read further ahead
+/// than the longest interval is stale.
+fn passed(end: u32, now: Duration) -> bool {
+    let ahead = end.wrapping_sub(stamp(now));
+    ahead == 0 || ahead > us(MAX_INTERVAL)
 }
 
 /// Seconds to the nearest microsecond, as the gate rounds its estimate.

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use admit_model::gate::{replay_gate, replay_gate_bytes, GateCase, GateOp, GateStats};
+use admit::Priority;
+use admit_model::gate::{raw_site, replay_gate, replay_gate_bytes, GateCase, GateOp, GateStats};
 use admit_model::semaphore::{replay, replay_bytes, replay_case, Case, Op, Stats};
 
 /// Every file of `fuzz/corpus/semaphore_ops/` replays without a disagreement.
@@ -33,6 +34,7 @@ fn gate_corpus_replays() {
         }
     }
     assert_gate_reaches_everything(&total, "gate corpus");
+    assert_gate_reaches_the_cap_shed(&total, "gate corpus");
     assert_gate_reaches_lifecycle(&total, "gate corpus");
 }
 
@@ -88,6 +90,8 @@ fn gate_random_sweep() {
             add_gate(&mut total, &stats);
         }
     }
+    // Not the cap shed: too few overloads here (the weighted sweep and the
+    // corpus reach it).
     assert_gate_reaches_everything(&total, "gate sweep");
     assert_gate_reaches_lifecycle(&total, "gate sweep");
 }
@@ -249,6 +253,7 @@ fn gate_weighted_sweep() {
         add_gate(&mut total, &stats);
     }
     assert_gate_reaches_everything(&total, "gate weighted sweep");
+    assert_gate_reaches_the_cap_shed(&total, "gate weighted sweep");
     assert!(
         cfg!(miri) || total.admits_at_deadline > 0 && total.cancels_after_grant > 0,
         "{total:?}"
@@ -448,6 +453,267 @@ fn gate_refusals_and_shed_reasons() {
         "{t:?}"
     );
     assert_eq!((t.closed, t.cancels), (1, 0), "{t:?}");
+}
+
+/// The raw site byte of site `site` with class `class` (`None`: the site's
+/// own, `Critical`).
+fn at(site: u8, class: Option<Priority>) -> u8 {
+    raw_site(site, class)
+}
+
+const SHEDDABLE: Option<Priority> = Some(Priority::Sheddable);
+const SHEDDABLE_PLUS: Option<Priority> = Some(Priority::SheddablePlus);
+const CRITICAL_PLUS: Option<Priority> = Some(Priority::CriticalPlus);
+
+/// A 1-unit acquire of `class` at site `site`, and its first poll (it is the
+/// `index`-th live waiter).
+fn parks(site: u8, class: Option<Priority>, index: u8) -> [GateOp; 2] {
+    [
+        GateOp::Acquire {
+            units: 0,
+            site: at(site, class),
+            ceiling: None,
+        },
+        GateOp::Poll(index),
+    ]
+}
+
+/// Replays a named gate case, checks it is its seed file's encoding, and
+/// returns its stats.
+fn gate_seed(name: &str, case: &GateCase) -> GateStats {
+    let stats = replay_gate(case);
+    let bytes = case.encode();
+    assert_eq!(GateCase::decode(&bytes).as_ref(), Some(case));
+    assert_eq!(replay_gate_bytes(&bytes), Some(stats));
+    check_gate_seed(name, &bytes);
+    stats
+}
+
+/// Priority with an overload target: an arrival behind lower classes past the
+/// mark (four targets) presses the gate and has them shed, the lowest class
+/// first although it came last, enough to wait the target; its admission is
+/// no sample of the queue's wait. While still pressed, a later arrival asks for
+/// two sheddable units: the head, granted already, keeps its units (a grant
+/// wins), the one behind it goes, and the unit the walk cannot find is dropped.
+#[test]
+fn gate_priority_pressed_arrival_sheds_lower_classes() {
+    use GateOp::*;
+    let mut ops = Vec::new();
+    // Capacity 4; every unit held 40 ms, the mean hold: a unit comes back
+    // every 10 ms, the target (a quarter of 64 ms) is 1 unit, the mark 6.
+    ops.extend([TryAcquire { units: 0, site: 0 }; 4]);
+    ops.extend([Advance(39), Advance(1)]);
+    ops.extend(
+        [Release {
+            permit: 0,
+            explicit: false,
+        }; 4],
+    );
+    ops.extend([TryAcquire { units: 0, site: 0 }; 4]);
+    // Three `SheddablePlus`, then three `Sheddable`: 6 units, not past the
+    // mark.
+    for i in 0..3 {
+        ops.extend(parks(1, SHEDDABLE_PLUS, i));
+    }
+    for i in 3..6 {
+        ops.extend(parks(2, SHEDDABLE, i));
+    }
+    // A `Critical` arrival: 7 units behind all, past the mark, 6 past the goal.
+    ops.extend(parks(0, None, 6));
+    ops.push(RunWoken);
+    // A unit back, held the mean hold: the critical waiter is next.
+    ops.extend([Advance(39), Advance(1)]);
+    ops.push(Release {
+        permit: 0,
+        explicit: true,
+    });
+    ops.push(RunWoken);
+    // Still pressed (an interval, two mean holds, after the shed): two
+    // sheddable waiters, the first granted a unit (held the mean hold), then a
+    // critical arrival.
+    ops.extend(parks(1, SHEDDABLE, 0));
+    ops.extend(parks(2, SHEDDABLE, 1));
+    ops.push(Release {
+        permit: 0,
+        explicit: false,
+    });
+    ops.extend(parks(0, None, 2));
+    ops.push(RunWoken);
+    let case = GateCase {
+        // Capacity 4 (low bits 3), max_units 1, a target.
+        capacity: 0x80 | 3,
+        // A 64 ms budget (a 16 ms target), no `max_waiters`.
+        budget: 63,
+        ops,
+    };
+    let t = gate_seed("seed-priority-pressed-arrival", &case);
+    assert_eq!((t.pressed_sheds, t.outranked), (2, 7), "{t:?}");
+    assert_eq!(t.outranked_others_admits, 1, "{t:?}");
+    assert_eq!(
+        (t.admits_below_critical, t.shed_units_not_found),
+        (1, 1),
+        "{t:?}"
+    );
+}
+
+/// Priority with `max_waiters` (2) and no target: an arrival at a full queue
+/// takes the place of the oldest waiter of the lowest class below its own;
+/// with nobody below it, it is `QueueFull`, and a lower class never sheds a
+/// higher one. A waiter so shed that sees its signal first, or is dropped,
+/// counts nothing.
+#[test]
+fn gate_priority_full_queue_sheds_the_lowest_class_parked() {
+    use GateOp::*;
+    let mut ops = vec![TryAcquire { units: 0, site: 0 }];
+    ops.extend(parks(0, SHEDDABLE_PLUS, 0));
+    ops.extend(parks(1, None, 1));
+    // Full: the `SheddablePlus` waiter goes for a `CriticalPlus` arrival.
+    ops.extend(parks(2, CRITICAL_PLUS, 2));
+    // Nobody below `Critical` left (the shed one is on its way out), and
+    // nobody below `Sheddable` ever.
+    ops.extend(parks(0, None, 3));
+    ops.extend(parks(1, SHEDDABLE, 3));
+    ops.push(RunWoken);
+    // Served in arrival order, across classes.
+    ops.push(Release {
+        permit: 0,
+        explicit: false,
+    });
+    ops.push(RunWoken);
+    ops.push(Release {
+        permit: 0,
+        explicit: false,
+    });
+    ops.push(RunWoken);
+    // Two more evictions, of a waiter whose signal fires first and of one
+    // dropped before it sees the shed.
+    ops.extend(parks(0, SHEDDABLE, 0));
+    ops.extend(parks(1, SHEDDABLE, 1));
+    ops.extend(parks(2, None, 2));
+    ops.push(Fire(0));
+    ops.push(Poll(0));
+    ops.extend(parks(0, None, 2));
+    ops.push(Drop(0));
+    ops.push(RunWoken);
+    let case = GateCase {
+        // Capacity 1, max_units 1, no target.
+        capacity: 0,
+        // A 40 ms budget, `max_waiters` 2 (top bits 2).
+        budget: 0x80 | 39,
+        ops,
+    };
+    assert_eq!(case.max_waiters(), Some(2));
+    let t = gate_seed("seed-priority-full-queue", &case);
+    assert_eq!((t.evictions, t.queue_full), (3, 2), "{t:?}");
+    assert_eq!(
+        (t.outranked, t.outranked_cancelled, t.outranked_dropped),
+        (1, 1, 1),
+        "{t:?}"
+    );
+    assert_eq!(t.admits_critical_plus, 1, "{t:?}");
+}
+
+/// Priority at the overload cap: an overloaded waiter at its cap sheds a lower
+/// class of its own size instead of itself and waits on; a recheck later, with
+/// nobody below it left, it is shed itself (`Overload`).
+#[test]
+fn gate_priority_overload_cap_sheds_a_lower_class_first() {
+    use GateOp::*;
+    let mut ops = vec![TryAcquire { units: 0, site: 0 }];
+    ops.extend(parks(0, None, 0));
+    // The unit back after 20 ms (the mean hold): the waiter admitted after
+    // 20 ms opens CoDel's interval (two mean holds).
+    ops.push(Advance(20));
+    ops.push(Release {
+        permit: 0,
+        explicit: false,
+    });
+    ops.push(Poll(0));
+    // Two `Critical` waiters and a `Sheddable` one behind them.
+    ops.extend(parks(0, None, 0));
+    ops.extend(parks(1, None, 1));
+    ops.extend(parks(2, SHEDDABLE, 2));
+    ops.push(Advance(39));
+    ops.push(Advance(1));
+    // After 40 ms (a 30 ms mean hold now), the first is admitted: the
+    // interval's shortest wait was 20 ms, above the 16 ms target.
+    ops.push(Release {
+        permit: 0,
+        explicit: false,
+    });
+    ops.push(Poll(0));
+    // The second, 40 ms parked, is past its cap (32 ms): the sheddable goes.
+    ops.push(Poll(0));
+    ops.push(RunWoken);
+    // A recheck (the target) later, nobody below it: shed itself.
+    ops.push(Advance(16));
+    ops.push(RunWoken);
+    let case = GateCase {
+        // Capacity 1, max_units 1, a target.
+        capacity: 0x80,
+        // A 64 ms budget (a 16 ms target).
+        budget: 63,
+        ops,
+    };
+    let t = gate_seed("seed-priority-overload-cap", &case);
+    assert_eq!((t.cap_sheds, t.outranked), (1, 1), "{t:?}");
+    assert_eq!((t.overload_sheds, t.cap_sheds_then_self), (1, 1), "{t:?}");
+}
+
+/// The shed walk past a full wake batch: an arrival has more waiters shed
+/// than one pass wakes. The pass that fills the batch ends, and the next
+/// grants before it walks on: the waiter the free unit fits, which the walk
+/// would have reached next, is granted (a grant wins), and the walk takes the
+/// one behind it.
+#[test]
+fn gate_priority_shed_walk_goes_on_after_a_full_wake_batch() {
+    use GateOp::*;
+    // Capacity 8, every unit held 12 ms (a unit back every 1.5 ms): the mark
+    // (the 64 ms budget) is 42 units, the target (16 ms) 10.
+    let mut ops = vec![TryAcquire { units: 0, site: 0 }; 8];
+    ops.push(Advance(12));
+    ops.extend(
+        [Release {
+            permit: 0,
+            explicit: false,
+        }; 8],
+    );
+    // One unit free: a 2-unit sheddable head that it does not fit, and 41
+    // sheddable waiters of one unit behind it (no barging), 42 units short.
+    ops.extend([TryAcquire { units: 0, site: 0 }; 7]);
+    ops.extend([
+        Acquire {
+            units: 1,
+            site: at(0, SHEDDABLE),
+            ceiling: None,
+        },
+        Poll(0),
+    ]);
+    for i in 1..=41 {
+        ops.extend(parks(1, SHEDDABLE, i));
+    }
+    // A 2-unit critical arrival: 44 units behind all, past the mark, 34 past
+    // the goal: the head and 31 more (33 units, 32 wakes) fill the batch.
+    ops.extend([
+        Acquire {
+            units: 1,
+            site: 0,
+            ceiling: None,
+        },
+        Poll(42),
+    ]);
+    ops.push(RunWoken);
+    let case = GateCase {
+        // Capacity 8 (low bits 7), max_units 2 (bits 3..=6: 1), a target.
+        capacity: 0x80 | 1 << 3 | 7,
+        // A 64 ms budget, no `max_waiters`.
+        budget: 63,
+        ops,
+    };
+    assert_eq!((case.initial_capacity(), case.max_units()), (8, 2));
+    let t = gate_seed("seed-priority-walk-past-a-full-batch", &case);
+    assert_eq!((t.pressed_sheds, t.walks_cut_by_batch), (1, 1), "{t:?}");
+    assert_eq!((t.outranked, t.admits_below_critical), (33, 1), "{t:?}");
 }
 
 /// A hand-written gate seed: written with `ADMIT_WRITE_SEEDS=1`; once in
@@ -987,13 +1253,30 @@ fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.hopeless += s.hopeless;
     total.overload_sheds += s.overload_sheds;
     total.overload_changes += s.overload_changes;
+    total.admits_below_critical += s.admits_below_critical;
+    total.admits_critical_plus += s.admits_critical_plus;
+    total.outranked += s.outranked;
+    total.outranked_cancelled += s.outranked_cancelled;
+    total.outranked_dropped += s.outranked_dropped;
+    total.pressed_sheds += s.pressed_sheds;
+    total.cap_sheds += s.cap_sheds;
+    total.cap_sheds_then_self += s.cap_sheds_then_self;
+    total.outranked_others_admits += s.outranked_others_admits;
+    total.evictions += s.evictions;
+    total.queue_full += s.queue_full;
+    total.shed_units_not_found += s.shed_units_not_found;
+    total.walks_cut_by_batch += s.walks_cut_by_batch;
 }
 
 /// The gate replays were not vacuous: every outcome of an acquire was reached,
-/// every shed reason the model's gate can give (all but `QueueFull`: no
-/// `max_waiters`) both in the error and in `on_shed`, multi-unit admissions, and
+/// every shed reason both in the error and in `on_shed`, multi-unit admissions,
 /// refusals above `max_units` (also of requests the capacity would fit, and of
-/// ones whose signal had fired).
+/// ones whose signal had fired), and the priority rules: admissions of the
+/// classes below and above the default, waiters shed for a higher class (also
+/// ones signalled or dropped before they saw it), lower classes shed for an
+/// arrival while pressed and at the overload cap, the admissions of those that
+/// shed them, and a full `max_waiters` queue that sheds a lower class or the
+/// arrival.
 fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
     if cfg!(miri) {
         return;
@@ -1028,12 +1311,35 @@ fn assert_gate_reaches_everything(t: &GateStats, what: &str) {
         ("sheds at arrival by the estimate", t.hopeless),
         ("sheds at the overload cap", t.overload_sheds),
         ("changes of the overload state", t.overload_changes),
+        ("admits below Critical", t.admits_below_critical),
+        ("admits of CriticalPlus", t.admits_critical_plus),
+        ("waiters shed for a higher class", t.outranked),
+        (
+            "lower classes shed for an arrival while pressed",
+            t.pressed_sheds,
+        ),
+        (
+            "admissions of waiters that shed lower classes",
+            t.outranked_others_admits,
+        ),
+        ("evictions from a full queue", t.evictions),
+        ("sheds of a full queue", t.queue_full),
     ];
     for (name, n) in reached {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");
     }
     assert_eq!(t.sheds, t.budget_sheds + t.ceiling_sheds, "{what}: {t:?}");
     eprintln!("{what}: {t:?}");
+}
+
+/// A waiter at the overload cap shed a lower class rather than itself: not of
+/// the random and lifecycle sweeps, whose overloads are rare (the lifecycle's
+/// resizes and forgets keep the capacity higher).
+fn assert_gate_reaches_the_cap_shed(t: &GateStats, what: &str) {
+    assert!(
+        cfg!(miri) || t.cap_sheds > 0,
+        "the {what} never reached lower classes shed at the overload cap: {t:?}"
+    );
 }
 
 /// The gate's lifecycle operations were reached: resizes both ways, refused ones

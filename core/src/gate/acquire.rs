@@ -249,7 +249,15 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
                 None => this.park(cx),
                 Some(start) => match expired {
                     Some(reason) => Poll::Ready(Err(this.shed(start, reason))),
-                    None => Poll::Pending,
+                    None => {
+                        // Still parked: what its look owes lower classes is shed now.
+                        let slot = this
+                            .slot
+                            .as_mut()
+                            .expect("a parked `GateAcquire` has a place");
+                        inner.outrank(slot, this.priority);
+                        Poll::Pending
+                    }
                 },
             },
         }

@@ -232,10 +232,13 @@ impl<T: Timer, O: Observer> Inner<T, O> {
     }
 
     /// Why a request parked for `waited` in `slot` must be shed now, if it
-    /// must. At the overload cap, lower classes are shed first: as many units
-    /// as its own, the lowest class first, once per look (a request polled
-    /// more often than its timer fires sheds no more); it waits on, and is
-    /// shed itself only at a look that finds none of them parked.
+    /// must. At the overload cap, lower classes go first: with any of them
+    /// parked, the slot owes their shed ([`outrank`](Self::outrank)) and the
+    /// request waits on, once per look (a request polled more often than its
+    /// timer fires sheds no more); it is shed itself only at a look that finds
+    /// none of them. The look sheds nobody itself: the caller calls `outrank`
+    /// once the semaphore has not granted it, so a request granted meanwhile
+    /// sheds nobody.
     pub(crate) fn expired(
         &self,
         limits: &WaitLimits<'_>,
@@ -248,13 +251,22 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             if waited < slot.outranks_again_at {
                 return None;
             }
-            if self.shed_below(priority, slot.units) {
-                slot.outranked_others = true;
+            if (0..usize::from(priority.rank())).any(|rank| self.parked_of(rank) != 0) {
                 slot.outranks_again_at = waited.saturating_add(limits.recheck);
+                slot.outrank_owed = true;
                 return None;
             }
         }
         Some(reason)
+    }
+
+    /// For a request still parked in `slot` whose look found it at the
+    /// overload cap ([`expired`](Self::expired)): sheds its own units' worth of
+    /// lower classes, the lowest first.
+    pub(crate) fn outrank(&self, slot: &mut ParkedSlot<'_>, priority: Priority) {
+        if core::mem::take(&mut slot.outrank_owed) && self.shed_below(priority, slot.units) {
+            slot.outranked_others = true;
+        }
     }
 
     /// Asks the semaphore to shed up to `units` of parked requests of classes
@@ -277,7 +289,9 @@ impl<T: Timer, O: Observer> Inner<T, O> {
     }
 
     /// Sheds a request that parked for `waited`, once it has left the queue:
-    /// the shed, then the wait for the overload rule.
+    /// the shed, then the wait for the overload rule, unless it was shed for a
+    /// higher class (its wait, cut short, says nothing of how long the queue
+    /// stands, as [`Waited::Outranked`] says).
     pub(crate) fn shed_parked(
         &self,
         source: &'static str,
@@ -287,7 +301,9 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         reason: ShedReason,
     ) -> GateError {
         let error = self.shed(source, units, priority, waited, reason);
-        self.saw_wait(waited, false);
+        if reason != ShedReason::Outranked {
+            self.saw_wait(waited, false);
+        }
         error
     }
 
@@ -352,6 +368,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             units,
             outranked_others: false,
             outranks_again_at: Duration::ZERO,
+            outrank_owed: false,
         })
     }
 
@@ -375,6 +392,9 @@ pub(crate) struct ParkedSlot<'a> {
     /// The wait before which it sheds no lower class at the cap again: its
     /// next look, after it last did.
     outranks_again_at: Duration,
+    /// Its last look found it at the cap with lower classes parked: shed them
+    /// if it is still parked ([`Inner::outrank`]).
+    outrank_owed: bool,
 }
 
 /// How an admitted request waited: what the overload rule learns from it.

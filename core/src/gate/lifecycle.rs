@@ -282,6 +282,8 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 drop(parked);
                 return Err(inner.shed_parked(label, units, priority, waited, reason));
             }
+            // Not granted at the poll above: what the look owes lower classes.
+            inner.outrank(slot, priority);
             thread.park(Some(started + limits.next_look(waited)));
         }
     }
