@@ -85,8 +85,8 @@
 //! until their units cover what was posted (a larger one still goes; what it
 //! cannot find is dropped; a full wake batch of 32 ends the pass and the walk
 //! goes on in the next). A waiter so shed is woken once, and on its next poll
-//! ends `Busy` for `Outranked`, counted once (its wait, cut short, is no sample
-//! of the overload rule's); signalled or dropped first, nothing is
+//! ends `Busy` for `Outranked`, counted once (its wait is seen by the overload
+//! rule, as every parked shed's is); signalled or dropped first, nothing is
 //! counted. A grant wins: a granted waiter is never shed. The model predicts
 //! when the gate sheds for a class: an arrival at a full `max_waiters` queue
 //! sheds the oldest waiter of the lowest class parked below its own and parks
@@ -1714,7 +1714,7 @@ impl<'g> GateHarness<'g> {
                     ShedReason::Outranked,
                     retry_after,
                 );
-                // A wait cut short for a higher class: not a sample.
+                self.saw_wait(waited, false);
                 self.stats.outranked += 1;
                 self.finish(i);
             }

@@ -8,7 +8,10 @@
 //! interval", as folly's `Codel` applies it to a server's queue), and stays so
 //! until [`CALM_INTERVALS`] intervals in a row each saw the queue empty and shed
 //! nobody. A wait is
-//! seen when a request is admitted, and when a request is shed after it parked;
+//! seen when a request is admitted, and when a request is shed after it parked
+//! (for a higher class too), but not the wait of one admitted after lower
+//! classes were shed for it (a class that always gets in by shedding others
+//! would otherwise hide the queue the others stand in);
 //! the queue is seen empty at a grant at once (nobody was parked ahead: no
 //! barging) and at a release with nobody parked (both also count as waits of
 //! zero). At the first wait seen after an interval ends, the interval decides the
