@@ -388,6 +388,39 @@ fn a_request_granted_before_its_look_at_the_cap_sheds_nobody() {
 }
 
 #[test]
+fn an_idle_gate_leaves_the_overloaded_state_when_watched() {
+    let (gate, timer, rec) = gate(1);
+    let (mut w3, p2) = standing_queue(&gate, &timer, &rec);
+    drop(p2);
+    let Poll::Ready(Ok(p3)) = poll(w3.as_mut()) else {
+        panic!("w3 is next")
+    };
+    drop(p3); // nobody parked, nothing held: idle from now on (t = 1.5 s)
+    assert!(
+        gate.is_overloaded(),
+        "the release with nobody parked opened a calm interval"
+    );
+    // Unwatched, nothing the gate sees ends the state: nobody arrives.
+    timer.advance(Duration::from_secs(10));
+    assert!(gate.is_overloaded());
+    // Watched: a look every half interval (300 ms) shows the rule an empty
+    // queue, and two calm intervals (600 ms each) end the state.
+    let mut watch = Box::pin(gate.watch_overload());
+    assert!(poll(watch.as_mut()).is_pending());
+    for _ in 0..6 {
+        timer.advance(ms(300));
+        assert!(poll(watch.as_mut()).is_pending());
+    }
+    assert!(!gate.is_overloaded());
+    assert_eq!(rec.events().last(), Some(&Event::Overloaded(false)));
+    // It ends at its next look after the gate is gone.
+    drop(w3);
+    drop(gate);
+    timer.advance(ms(300));
+    assert!(poll(watch.as_mut()).is_ready());
+}
+
+#[test]
 fn without_the_rule_the_same_queue_waits_out_the_budget() {
     let (gate, timer, rec) = gate_with(1, None, None);
     pace(&gate, &timer, ms(300));

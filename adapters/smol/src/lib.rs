@@ -95,6 +95,20 @@ impl Timer for SmolTimer {
         };
         Sleep { timer, done: false }
     }
+
+    /// On smol's global executor, with the `spawn` feature.
+    fn spawn(&self, task: Box<dyn core::future::Future<Output = ()> + Send + 'static>) -> bool {
+        #[cfg(feature = "spawn")]
+        {
+            smol::spawn(Box::into_pin(task)).detach();
+            true
+        }
+        #[cfg(not(feature = "spawn"))]
+        {
+            drop(task);
+            false
+        }
+    }
 }
 
 /// The future of [`SmolTimer::sleep_until`]: completes once [`Timer::now`] has

@@ -128,6 +128,15 @@ impl Timer for TokioTimer {
             None => tokio::time::sleep(Duration::MAX),
         }
     }
+
+    /// On the current runtime, if there is one.
+    fn spawn(&self, task: Box<dyn core::future::Future<Output = ()> + Send + 'static>) -> bool {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        drop(runtime.spawn(Box::into_pin(task)));
+        true
+    }
 }
 
 /// Spawns, on the current Tokio runtime, a task that keeps `gate`'s capacity in step

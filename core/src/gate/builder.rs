@@ -263,10 +263,16 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             start = start.with_overload_target(target);
         }
         inner.observer.on_start(&start);
-        Ok(Gate {
+        let gate = Gate {
             inner,
             _source: PhantomData,
-        })
+        };
+        if gate.inner.overload.is_some() {
+            gate.inner
+                .timer
+                .spawn(alloc::boxed::Box::new(gate.watch_overload()));
+        }
+        Ok(gate)
     }
 }
 

@@ -345,7 +345,8 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     /// Whether the gate is overloaded now (see [Overload](Gate#overload)). Always
     /// `false` without a target. The state changes at the first wait seen after an
     /// interval ends (an admission, a shed after parking, a release with nobody
-    /// parked): an idle gate keeps its last state until then.
+    /// parked, or a look of [`watch_overload`](Self::watch_overload) at an idle
+    /// gate, which the Tokio and smol timers run from `build`).
     #[must_use]
     pub fn is_overloaded(&self) -> bool {
         self.inner

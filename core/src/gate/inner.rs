@@ -373,6 +373,16 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         })
     }
 
+    /// A look at a gate that may be idle ([`Gate::watch_overload`]): while
+    /// overloaded with nobody parked, the rule sees the queue empty now.
+    ///
+    /// [`Gate::watch_overload`]: crate::Gate::watch_overload
+    pub(crate) fn look_idle(&self) {
+        if self.overload.as_ref().is_some_and(Overload::is_overloaded) && !self.anyone_parked() {
+            self.saw_wait(Duration::ZERO, true);
+        }
+    }
+
     /// Whether any acquire of this gate is parked.
     fn anyone_parked(&self) -> bool {
         self.queued_units

@@ -84,6 +84,43 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     }
 }
 
+impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
+    /// Lets an idle gate leave the overloaded state: the overload rule changes
+    /// state only at a wait it sees, so a gate nobody uses would stay
+    /// overloaded (and say so to its observer) until the next request. Every
+    /// half interval while overloaded with nobody parked, this shows the rule
+    /// an empty queue, as a release with nobody parked does; after the calm
+    /// intervals the gate leaves the state. Ends at its first look after the
+    /// gate is dropped or closed, or at once without an overload target.
+    ///
+    /// A gate whose timer can spawn ([`Timer::spawn`]: the Tokio and smol
+    /// adapters') runs it from `build`; with another timer, spawn it.
+    pub fn watch_overload(&self) -> impl Future<Output = ()> + Send + 'static {
+        let inner = alloc::sync::Arc::downgrade(&self.inner);
+        async move {
+            loop {
+                let sleep = {
+                    let Some(inner) = inner.upgrade() else {
+                        return;
+                    };
+                    let Some(overload) = &inner.overload else {
+                        return;
+                    };
+                    if inner.semaphore.is_closed() {
+                        return;
+                    }
+                    inner.look_idle();
+                    let half = overload.interval(inner.pace.mean_hold()) / 2;
+                    inner
+                        .timer
+                        .sleep_until(inner.timer.now().saturating_add(half))
+                };
+                sleep.await;
+            }
+        }
+    }
+}
+
 #[cfg(feature = "std")]
 impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// Keeps the capacity in step with the process's memory limit: every

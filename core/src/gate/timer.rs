@@ -20,6 +20,17 @@ pub trait Timer: Send + Sync + 'static {
     /// A future that completes once [`now`](Self::now) `>= deadline` (at once if it
     /// already is).
     fn sleep_until(&self, deadline: Duration) -> Self::Sleep;
+
+    /// Runs `task` in the background on the timer's runtime, if it can, and
+    /// says whether it did. A gate with an overload target gives it
+    /// [`Gate::watch_overload`](crate::Gate::watch_overload) when built, so an
+    /// idle gate leaves the overloaded state with nobody spawning anything.
+    /// The default spawns nothing.
+    #[cfg(feature = "alloc")]
+    fn spawn(&self, task: alloc::boxed::Box<dyn Future<Output = ()> + Send + 'static>) -> bool {
+        let _ = task;
+        false
+    }
 }
 
 /// A [`Timer`] for a gate used only from threads: its clock is
