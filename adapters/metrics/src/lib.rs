@@ -28,6 +28,59 @@ pub struct MetricsObserver {
     /// Resolved against the first real recorder found (at start, or at a later
     /// event); from then on every event goes through them.
     handles: OnceLock<Handles>,
+    /// The recorder this observer's prefix is claimed in, from its first start
+    /// with a recorder in force ([`claim_prefix`]).
+    claimed_in: OnceLock<usize>,
+}
+
+/// The prefixes claimed by live observers, with the recorder each reports to:
+/// two observers of one prefix in one recorder would write the same series.
+static CLAIMED: std::sync::Mutex<Vec<(usize, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The recorder in force, by address: the global one, or a thread's local one.
+fn recorder_id() -> usize {
+    metrics::with_recorder(|recorder| core::ptr::from_ref(recorder).cast::<()>() as usize)
+}
+
+/// Claims `prefix` in the recorder in force for a starting observer.
+///
+/// # Panics
+///
+/// If another live observer claimed it there: its series would merge with
+/// this one's (`units_in_use` summed, `capacity_units` overwritten).
+fn claim_prefix(prefix: &str) -> usize {
+    let recorder = recorder_id();
+    let mut claimed = CLAIMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let taken = claimed.iter().any(|(r, p)| *r == recorder && p == prefix);
+    if !taken {
+        claimed.push((recorder, prefix.to_owned()));
+    }
+    drop(claimed);
+    assert!(
+        !taken,
+        "admit-metrics: two gates report to one recorder as `{prefix}`: their series \
+         would merge ({prefix}_units_in_use summed, {prefix}_capacity_units overwritten); \
+         give each gate a prefix of its own"
+    );
+    recorder
+}
+
+impl Drop for MetricsObserver {
+    fn drop(&mut self) {
+        if let Some(&recorder) = self.claimed_in.get() {
+            let mut claimed = CLAIMED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(i) = claimed
+                .iter()
+                .position(|(r, p)| *r == recorder && *p == self.prefix)
+            {
+                claimed.swap_remove(i);
+            }
+        }
+    }
 }
 
 /// The number of shed reasons counted apart: [`ShedReason::ALL`].
@@ -250,6 +303,21 @@ struct Handles {
     /// One counter per source × reason × class, at `State::slot`.
     shed_total: Box<[Counter]>,
     overloaded: Gauge,
+    /// One counter per source × way, at `State::lease_slot`.
+    leases_ended_total: Box<[Counter]>,
+    /// One per way, in [`LeaseEnd::ALL`]'s order.
+    lease_hold_seconds: [Histogram; LEASE_ENDS],
+}
+
+/// The ways a lease ends, counted apart: [`LeaseEnd::ALL`].
+const LEASE_ENDS: usize = LeaseEnd::ALL.len();
+
+/// The position of `how` in [`LeaseEnd::ALL`].
+fn lease_end_index(how: LeaseEnd) -> usize {
+    LeaseEnd::ALL
+        .iter()
+        .position(|&h| h == how)
+        .expect("every way is in ALL")
 }
 
 /// The label key of the shed counter's call site.
@@ -267,7 +335,10 @@ impl MetricsObserver {
     /// `<prefix>_shed_total` and `<prefix>_overloaded`.
     ///
     /// The prefix should be `snake_case`, naming what the gate admits (e.g.
-    /// `upload_sessions`). Nothing is registered until the gate starts the observer.
+    /// `upload_sessions`), and be the gate's own: a second live observer of the
+    /// same prefix, reporting to the same recorder, panics when its gate is built
+    /// (their series would merge). Nothing is registered until the gate starts
+    /// the observer.
     #[must_use]
     pub fn new(prefix: impl Into<String>) -> Self {
         let prefix = prefix.into();
@@ -287,6 +358,7 @@ impl MetricsObserver {
             names,
             state: OnceLock::new(),
             handles: OnceLock::new(),
+            claimed_in: OnceLock::new(),
         }
     }
 
@@ -438,14 +510,23 @@ impl MetricsObserver {
                 })
                 .collect(),
             overloaded: metrics::gauge!(n.overloaded.clone()),
+            leases_ended_total: state
+                .sources
+                .iter()
+                .flat_map(|&source| LeaseEnd::ALL.map(|how| self.lease_counter(source, how)))
+                .collect(),
+            lease_hold_seconds: LeaseEnd::ALL.map(|how| self.lease_hold_histogram(how)),
         };
         // Every series exists from now on: the gauge at 0 until the hand-over adds
         // the units counted so far, every counter at 0 until its sheds are added.
         resolved.units_in_use.increment(0.0);
-        for counter in resolved.shed_total.iter() {
+        for counter in resolved
+            .shed_total
+            .iter()
+            .chain(&resolved.leases_ended_total)
+        {
             counter.absolute(0);
         }
-        self.register_lease_series(state);
         // Published before the marks `hand_over` sets, so an event that finds a
         // mark finds the handles.
         let handles = self.handles.get_or_init(|| resolved);
@@ -567,6 +648,10 @@ impl admit::Observer for MetricsObserver {
             first = true;
             State::new(capacity, sources)
         });
+        if first && recorder_in_force() {
+            let recorder = claim_prefix(&self.prefix);
+            let _ = self.claimed_in.set(recorder);
+        }
         if !first {
             // A second gate on this observer: the labels and handles stay the first
             // one's; the capacity and the overload state are the last reported (a
@@ -651,14 +736,30 @@ impl admit::Observer for MetricsObserver {
         }
     }
 
-    /// Through the facade, to the recorder in force: a lease ends once per
-    /// session, not per request, so the registry lookup costs nothing that
-    /// matters; a lease that ends before any recorder is installed is lost, as
-    /// any metric emitted then.
+    /// On the handles, as every other event (resolved now if a recorder has
+    /// come since the start); before any recorder, through the facade (lost to
+    /// none, as any metric emitted then).
     fn on_lease_end(&self, event: &LeaseEndEvent) {
-        self.lease_counter(event.source, event.how).increment(1);
-        self.lease_hold_histogram(event.how)
-            .record(event.held.as_secs_f64());
+        let handles = match (self.handles.get(), self.state.get()) {
+            (Some(handles), _) => Some(handles),
+            (None, Some(state)) if recorder_in_force() => Some(self.resolve(state)),
+            _ => None,
+        };
+        let slot = self.state.get().and_then(|state| {
+            let source = state.sources.iter().position(|&l| l == event.source)?;
+            Some(source * LEASE_ENDS + lease_end_index(event.how))
+        });
+        match (handles, slot) {
+            (Some(h), Some(slot)) => {
+                h.leases_ended_total[slot].increment(1);
+                h.lease_hold_seconds[lease_end_index(event.how)].record(event.held.as_secs_f64());
+            }
+            _ => {
+                self.lease_counter(event.source, event.how).increment(1);
+                self.lease_hold_histogram(event.how)
+                    .record(event.held.as_secs_f64());
+            }
+        }
     }
 }
 

@@ -78,3 +78,31 @@ fn each_lease_end_is_counted_once_by_source_and_how_with_its_hold() {
     assert_eq!(hold("cancelled"), [2.0]);
     assert_eq!(hold("expired"), [30.0]);
 }
+
+#[test]
+fn a_lease_ending_outside_the_recorder_scope_reaches_the_gates_recorder() {
+    // Built under a local recorder (as a server that scopes its recorder to the
+    // gate's construction): the end, reported later with none in force, is
+    // counted in the recorder the gate registered with.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let gate = metrics::with_local_recorder(&recorder, || {
+        admit::Gate::builder(2)
+            .timer(admit::ThreadTimer::new())
+            .observer(MetricsObserver::new("scoped"))
+            .build()
+            .unwrap()
+    });
+    let leases = admit::Leases::new(&gate, IDLE);
+    let permit = gate.try_acquire(1, Route::Mirror).unwrap();
+    leases.insert(7, permit, ()).unwrap();
+    leases.checkout(&7).unwrap().finish();
+    let m = read(&snapshotter);
+    assert_eq!(
+        m.get(&(
+            "scoped_leases_ended_total".to_owned(),
+            "source=mirror,how=finished".to_owned()
+        )),
+        Some(&DebugValue::Counter(1))
+    );
+}
