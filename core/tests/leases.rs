@@ -474,3 +474,209 @@ fn lease_ends_are_counted_by_a_counter_observer_once_each() {
     assert_eq!(count.1.load(Ordering::SeqCst), 4);
     assert_eq!(gate.in_use(), 0);
 }
+
+/// A seeded random run against a reference: opens (of 1 or 2 units), checkouts
+/// held across steps, returns, finishes, cancels, touches, time passing (the
+/// driver polled when woken), drains and drops of the table, on three gates'
+/// worth of ids. After every step the units in use equal the units of the
+/// model's live leases, each end is heard once with its way, and every
+/// request is answered as the model says; at the end every unit is back.
+#[test]
+fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
+    use std::collections::HashMap;
+
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Model {
+        Idle { deadline: Duration, how: LeaseEnd },
+        Out,
+        Ended(LeaseEnd),
+    }
+
+    let runs = if cfg!(miri) { 2 } else { 200 };
+    for seed in 1..=runs {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let s = setup();
+        let mut driver = Driver::new(&s.leases);
+        let mut model: HashMap<String, (Model, usize)> = HashMap::new();
+        let mut out: HashMap<String, admit::Lease<String, Session, Src, ManualTimer, Arc<Ends>>> =
+            HashMap::new();
+        let mut drain_by: Option<Duration> = None;
+        let (mut opened, mut opened_units) = (0, 0);
+        for step in 0..120 {
+            let id = format!("s{}", rng.below(6));
+            let now = s.timer.now();
+            // The model's view of a lease due by now: ended by whoever looks.
+            let due = |m: &Model| matches!(m, Model::Idle { deadline, .. } if *deadline <= now);
+            match rng.below(8) {
+                0 | 1 => {
+                    let units = 1 + rng.below(2) as usize;
+                    let live = model
+                        .get(&id)
+                        .is_some_and(|(m, _)| matches!(m, Model::Idle { .. } | Model::Out));
+                    let Ok(permit) = s.gate.try_acquire(units, Src::Upload) else {
+                        continue; // full: the gate of 8 units holds at most 8
+                    };
+                    let inserted = s.leases.insert(id.clone(), permit, s.session(false));
+                    if live {
+                        assert!(inserted.is_err(), "step {step}: {id} is live");
+                    } else {
+                        assert!(inserted.is_ok(), "step {step}: {id} is free");
+                        opened += 1;
+                        opened_units += units;
+                        let (deadline, how) = match drain_by {
+                            Some(by) if by <= now + IDLE => (by, LeaseEnd::Drained),
+                            _ => (now + IDLE, LeaseEnd::Expired),
+                        };
+                        if deadline <= now {
+                            model.insert(id.clone(), (Model::Ended(how), units));
+                        } else {
+                            model.insert(id.clone(), (Model::Idle { deadline, how }, units));
+                        }
+                    }
+                }
+                2 => {
+                    let got = s.leases.checkout(&id);
+                    match model.get(&id).copied() {
+                        Some((m @ Model::Idle { how, .. }, units)) if due(&m) => {
+                            assert_eq!(got.unwrap_err(), LeaseError::Ended(how), "step {step}");
+                            model.insert(id.clone(), (Model::Ended(how), units));
+                        }
+                        Some((Model::Idle { .. }, units)) => {
+                            out.insert(id.clone(), got.expect("idle: checked out"));
+                            model.insert(id.clone(), (Model::Out, units));
+                        }
+                        Some((Model::Out, _)) => {
+                            assert_eq!(got.unwrap_err(), LeaseError::InUse, "step {step}");
+                        }
+                        Some((Model::Ended(how), _)) => {
+                            // Remembered for the idle limit; forgotten after.
+                            let err = got.unwrap_err();
+                            assert!(
+                                err == LeaseError::Ended(how) || err == LeaseError::Unknown,
+                                "step {step}: {err:?}"
+                            );
+                        }
+                        None => assert_eq!(got.unwrap_err(), LeaseError::Unknown),
+                    }
+                }
+                3 => {
+                    if let Some(lease) = out.remove(&id) {
+                        let units = model[&id].1;
+                        let (deadline, how) = match drain_by {
+                            Some(by) if by <= now + IDLE => (by, LeaseEnd::Drained),
+                            _ => (now + IDLE, LeaseEnd::Expired),
+                        };
+                        match rng.below(3) {
+                            0 => {
+                                lease.finish();
+                                model.insert(id.clone(), (Model::Ended(LeaseEnd::Finished), units));
+                            }
+                            1 => {
+                                lease.cancel();
+                                model
+                                    .insert(id.clone(), (Model::Ended(LeaseEnd::Cancelled), units));
+                            }
+                            _ => {
+                                drop(lease);
+                                let m = if deadline <= now {
+                                    Model::Ended(how)
+                                } else {
+                                    Model::Idle { deadline, how }
+                                };
+                                model.insert(id.clone(), (m, units));
+                            }
+                        }
+                    }
+                }
+                4 => {
+                    let got = s.leases.touch(&id);
+                    if let Some((m @ Model::Idle { how, .. }, units)) = model.get(&id).copied() {
+                        if due(&m) {
+                            assert_eq!(got, Err(LeaseError::Ended(how)), "step {step}");
+                            model.insert(id.clone(), (Model::Ended(how), units));
+                        } else {
+                            assert_eq!(got, Ok(()), "step {step}");
+                            let (deadline, how) = match drain_by {
+                                Some(by) if by <= now + IDLE => (by, LeaseEnd::Drained),
+                                _ => (now + IDLE, LeaseEnd::Expired),
+                            };
+                            model.insert(id.clone(), (Model::Idle { deadline, how }, units));
+                        }
+                    }
+                }
+                5 | 6 => {
+                    s.timer.advance(Duration::from_secs(1 + rng.below(20)));
+                    let now = s.timer.now();
+                    driver.run_if_woken();
+                    for (m, _) in model.values_mut() {
+                        if let Model::Idle { deadline, how } = *m {
+                            if deadline <= now {
+                                *m = Model::Ended(how);
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    if drain_by.is_none() && rng.below(4) == 0 {
+                        let grace = Duration::from_secs(rng.below(40));
+                        s.leases.drain(grace);
+                        let by = now + grace;
+                        drain_by = Some(by);
+                        for (m, _) in model.values_mut() {
+                            if let Model::Idle { deadline, how } = m {
+                                if *deadline > by {
+                                    *deadline = by;
+                                    *how = LeaseEnd::Drained;
+                                }
+                                if *deadline <= now {
+                                    *m = Model::Ended(LeaseEnd::Drained);
+                                }
+                            }
+                        }
+                        driver.run_if_woken();
+                    }
+                }
+            }
+            // The books: every opened unit is in use or its lease's end was
+            // heard (once), and the live leases' units are in use.
+            let heard: usize = s.ends.ends().iter().map(|e| e.1).sum();
+            assert_eq!(
+                s.gate.in_use() + heard,
+                opened_units,
+                "seed {seed} step {step}: a unit lost or counted twice"
+            );
+            let live_units: usize = model
+                .values()
+                .filter(|(m, _)| !matches!(m, Model::Ended(_)))
+                .map(|(_, units)| units)
+                .sum();
+            assert!(s.gate.in_use() >= live_units, "seed {seed} step {step}");
+            assert!(s.ends.ends().len() <= opened, "seed {seed} step {step}");
+        }
+        // The end: every request returns its lease, the table goes; all back.
+        for (_, lease) in out.drain() {
+            drop(lease);
+        }
+        let Setup {
+            gate, ends, leases, ..
+        } = s;
+        drop(leases);
+        drop(driver);
+        assert_eq!(gate.in_use(), 0, "seed {seed}");
+        assert_eq!(
+            ends.ends().len(),
+            opened,
+            "seed {seed}: every lease ended once"
+        );
+    }
+}
