@@ -94,6 +94,31 @@ pub async fn post_and_hang_up(
     }
 }
 
+/// `method path` with `body` sent at once (no `Expect`): an upload session's
+/// requests, whose unit its lease holds already.
+///
+/// # Errors
+///
+/// Connection or protocol errors.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> io::Result<Response> {
+    let mut stream = connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/octet-stream\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut buf = Vec::new();
+    let (status, headers) = read_head(&mut stream, &mut buf).await?;
+    read_body(&mut stream, buf, status, headers).await
+}
+
 /// `GET path`.
 ///
 /// # Errors

@@ -50,6 +50,13 @@ pub struct Config {
     /// `serve`: re-read the cgroup memory limit at this interval and resize the gate
     /// to half of it over the session buffer; `None`: a fixed capacity.
     pub follow_memory_limit: Option<Duration>,
+    /// Of `clients`, how many run an OCI-style upload session (`POST /v2/uploads`,
+    /// chunks by `PATCH`, then `PUT`, `DELETE`, or nothing more); `None`: a tenth
+    /// of the clients ([`Config::sessions`]).
+    pub sessions: Option<usize>,
+    /// How long an upload session may stay idle (no request working on it) before
+    /// it expires and its unit returns.
+    pub idle_limit: Duration,
 }
 
 const KIB: u64 = 1 << 10;
@@ -98,6 +105,8 @@ impl Default for Config {
             grace: Duration::from_secs(10),
             max_waiters: None,
             follow_memory_limit: None,
+            sessions: None,
+            idle_limit: Duration::from_secs(1),
         }
     }
 }
@@ -124,6 +133,11 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
   --clients N              requests in the burst                     [default: 240]
   --disconnects N          of them, clients that hang up while parked [default: 6]
   --disconnect-after TIME  how long those wait before hanging up     [default: 250ms]
+  --sessions N             of them, clients that run an upload session: POST /v2/uploads,
+                           PATCH chunks, then PUT (most), DELETE or go quiet (1 in 5 each)
+                           [default: a tenth of the clients]
+  --idle-limit TIME        an upload session idle this long expires, its unit returned
+                           [default: 1s]
   --waves N                the burst is sent in N waves, one hold apart, each a steady
                            stream over its hold                      [default: 6]
   --payload SIZE           request body size                         [default: 256KiB]
@@ -137,9 +151,10 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
   -h, --help               this text
 
 serve takes the server's flags (capacity, budget, overload target, hold, port, plot,
-max-waiters, grace, follow-memory-limit) and runs one gate, with the overload target
-unless it is 'off'; the load flags (--clients, --disconnects, --disconnect-after,
---waves, --payload) are the load generator's and are refused there, and
+max-waiters, grace, idle-limit, follow-memory-limit) and runs one gate, with the
+overload target unless it is 'off'; the load flags (--clients, --disconnects,
+--disconnect-after, --sessions, --waves, --payload) are the load generator's and are
+refused there, and
 --follow-memory-limit is serve's alone.
 
 SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
@@ -229,6 +244,8 @@ impl Config {
                 "--clients" => config.clients = parse_count(&flag, &value()?)?,
                 "--disconnects" => config.disconnects = parse_count(&flag, &value()?)?,
                 "--disconnect-after" => config.disconnect_after = parse_time(&flag, &value()?)?,
+                "--sessions" => config.sessions = Some(parse_count(&flag, &value()?)?),
+                "--idle-limit" => config.idle_limit = parse_time(&flag, &value()?)?,
                 "--waves" => config.waves = parse_count(&flag, &value()?)?,
                 "--payload" => {
                     let bytes = parse_size(&flag, &value()?)?;
@@ -279,6 +296,15 @@ impl Config {
         }
         if self.disconnects > self.clients {
             return fail("--disconnects cannot be more than --clients".into());
+        }
+        if self.disconnects + self.sessions() > self.clients {
+            return fail(
+                "--disconnects and --sessions together cannot be more than --clients".into(),
+            );
+        }
+        if self.idle_limit < Duration::from_millis(10) || self.idle_limit > Duration::from_secs(60)
+        {
+            return fail("--idle-limit must be 10ms..=60s".into());
         }
         if self.waves == 0 || self.waves > self.clients {
             return fail("--waves must be 1..=clients".into());
@@ -341,6 +367,26 @@ impl Config {
         }
     }
 
+    /// Clients that run an upload session: `--sessions`, or a tenth of the clients.
+    #[must_use]
+    pub fn sessions(&self) -> usize {
+        self.sessions.unwrap_or(self.clients / 10)
+    }
+
+    /// The pause a session client takes before each of its requests after the
+    /// `POST` (the time it takes to read the next chunk): a quarter hold.
+    #[must_use]
+    pub fn session_pause(&self) -> Duration {
+        self.hold / 4
+    }
+
+    /// How long a session client that went quiet waits before its late request:
+    /// past the idle limit, with a margin for the expiry to run.
+    #[must_use]
+    pub fn late_request_after(&self) -> Duration {
+        self.idle_limit + Duration::from_millis(250)
+    }
+
     /// Time between the starts of two waves: one hold, the time the gate takes to
     /// turn its capacity over once, so each wave lands on the queue the last one
     /// left (a floor of 100 ms keeps a zero hold from sending them all at once).
@@ -350,13 +396,20 @@ impl Config {
     }
 
     /// About how long the load lasts: the last wave starts at `(waves − 1) × gap`,
-    /// and its requests end within a wait budget and a hold after that.
+    /// and its requests end within a wait budget and a hold after that (an upload
+    /// session's, within a wait budget, its pauses and, if it went quiet, the
+    /// idle limit before its late request).
     #[must_use]
     pub fn planned_duration(&self) -> Duration {
         let waves = u32::try_from(self.waves).unwrap_or(u32::MAX);
+        let session = if self.sessions() > 0 {
+            self.session_pause() * 2 + self.late_request_after()
+        } else {
+            Duration::ZERO
+        };
         self.wave_gap()
             .saturating_mul(waves.saturating_sub(1))
-            .saturating_add(self.wait_budget + self.hold)
+            .saturating_add(self.wait_budget + self.hold.max(session))
     }
 }
 
@@ -365,6 +418,7 @@ const LOAD_FLAGS: &[&str] = &[
     "--clients",
     "--disconnects",
     "--disconnect-after",
+    "--sessions",
     "--waves",
     "--payload",
 ];

@@ -24,6 +24,9 @@
 //!
 //! - [`server`]: the routes behind `admit_tower::AdmitLayer`, the staging buffers,
 //!   the accept loop with its `PeerWatch`;
+//! - [`sessions`]: the OCI-style upload sessions that span requests, each holding
+//!   its unit in a lease (`admit::Leases`) until it is finished, cancelled, or
+//!   expires;
 //! - [`load`]: the clients, the in-use sampler and the progress line;
 //! - [`report`]: the summary and the checks;
 //! - [`timeline`]: the run over time, as an SVG.
@@ -39,6 +42,7 @@ pub mod load;
 pub mod report;
 pub mod scrape;
 pub mod server;
+pub mod sessions;
 pub mod timeline;
 
 use std::future::Future;
@@ -58,6 +62,7 @@ pub use server::Route;
 
 use crate::config::bytes;
 use crate::server::{App, DemoObserver, Server, ServerStats, UploadGate, MAX_UNITS};
+use crate::sessions::{IdMinter, SessionLeases};
 use crate::timeline::Timeline;
 
 /// A failure that stopped the run before it could check anything.
@@ -86,6 +91,8 @@ pub fn run_blocking(config: Config) -> Result<Comparison, RunError> {
 struct Setup {
     gate: UploadGate,
     stats: Arc<ServerStats>,
+    /// The upload sessions' lease table.
+    sessions: SessionLeases,
     server: Server,
     /// Kept alive when the gate reports to a local recorder.
     local_recorder: Option<PrometheusRecorder>,
@@ -157,7 +164,7 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
     ));
     let (min, max) = gate.retry_after_bounds();
     say(format!(
-        "  gate      wait budget {}, Retry-After {}..{}, {}; POST /upload = 1 unit, POST /mirror = 2 units",
+        "  gate      wait budget {}, Retry-After {}..{}, {}; POST /upload = 1 unit, POST /mirror = 2 units, POST /v2/uploads = 1 unit",
         secs(config.wait_budget),
         secs(min),
         secs(max),
@@ -179,13 +186,20 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
     });
 
     // 3. The server, and the timeline's sampler.
+    say(format!(
+        "  sessions  POST /v2/uploads leases its unit to the session until PUT, DELETE, or {} idle",
+        secs(config.idle_limit)
+    ));
     let listener = TcpListener::bind(("127.0.0.1", config.port)).await?;
+    let sessions = admit_tokio::leases(&gate, config.idle_limit);
     let app = Arc::new(App {
         gate: gate.clone(),
         stats: Arc::clone(&stats),
         prometheus,
         session_buffer: usize::try_from(config.session_buffer)?,
         hold: config.hold,
+        sessions: sessions.clone(),
+        ids: IdMinter::default(),
     });
     let server = Server::start(listener, app)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -198,6 +212,7 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
     Ok(Setup {
         gate,
         stats,
+        sessions,
         server,
         local_recorder,
         timeline: (sampler, stop),
@@ -322,7 +337,7 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
         setup.server.addr,
     );
     say(format!(
-        "  server    http://{addr}  (POST /upload, POST /mirror, GET /metrics)"
+        "  server    http://{addr}  (POST /upload, POST /mirror, POST /v2/uploads, PATCH/PUT/DELETE /v2/uploads/<id>, GET /metrics)"
     ));
     say(format!(
         "  load      {} clients in {} wave(s) {} apart, {} of them hang up after {}; {} bodies, {} processing",
@@ -333,6 +348,12 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
         secs(config.disconnect_after),
         bytes(config.payload as u64),
         secs(config.hold),
+    ));
+    say(format!(
+        "            {} of them run an upload session: POST, {} PATCHes {} apart, then PUT (3 in 5), DELETE (1 in 5), or go quiet (1 in 5)",
+        config.sessions(),
+        load::SESSION_CHUNKS,
+        secs(config.session_pause()),
     ));
 
     // 4. Before any load: every source's shed counter is already there, at 0, for
@@ -363,14 +384,20 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
     let observed = load::run(&config, addr, &gate).await;
 
     // 6. Settle: every parked request (a hang-up the server has yet to notice) has
-    //    ended (bounded).
-    let settle_until = Instant::now() + Duration::from_secs(5);
-    while gate.waiters() > 0 && Instant::now() < settle_until {
+    //    ended, and so has every upload session, the quiet ones by expiring (each
+    //    client that went quiet came back past the idle limit: none should be left)
+    //    (bounded).
+    let settle_until = Instant::now() + Duration::from_secs(5).max(config.idle_limit * 2);
+    while (gate.waiters() > 0 || !setup.sessions.is_empty()) && Instant::now() < settle_until {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let live_after_idle = setup.sessions.len();
+    let units_after_idle = stats.in_use(Route::Session);
 
-    // 7. Shutdown: stop admitting, give the sessions in flight (the last responses
-    //    still being written) the grace period, and say what it cut.
+    // 7. Shutdown: stop admitting, end the idle upload sessions within the grace
+    //    period, give the sessions in flight (the last responses still being
+    //    written) the grace period, and say what it cut.
+    setup.sessions.drain(config.grace);
     let drained = drain(&gate, config.grace).await;
     let in_use_at_end = gate.in_use();
     let after = scrape(addr).await?;
@@ -388,6 +415,11 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
 
     setup.server.stop().await;
     drop(setup.local_recorder);
+    let sessions = sessions::SessionEnds {
+        live_after_idle,
+        units_after_idle,
+        ..stats.sessions.counts()
+    };
 
     let report = Report::new(
         &config,
@@ -402,6 +434,7 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
         after,
         closed_probe,
         drained,
+        sessions,
         started.elapsed(),
     );
     if config.verbose {
@@ -451,7 +484,9 @@ pub async fn serve(
     .await?;
     let addr = setup.server.addr;
     if config.verbose {
-        println!("  server    http://{addr}  (POST /upload, POST /mirror)");
+        println!(
+            "  server    http://{addr}  (POST /upload, POST /mirror, POST /v2/uploads, PATCH/PUT/DELETE /v2/uploads/<id>)"
+        );
         println!("  /metrics  http://{addr}/metrics");
         println!(
             "  try       curl -i -H 'expect: 100-continue' --data-binary @some-file http://{addr}/upload"
@@ -486,6 +521,7 @@ pub async fn serve(
             secs(config.grace)
         );
     }
+    setup.sessions.drain(config.grace);
     let drained = drain(&setup.gate, config.grace).await;
     if config.verbose {
         println!("  drained   {drained}");

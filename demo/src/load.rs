@@ -1,6 +1,8 @@
 //! The load generator: a burst of uploads, in waves, larger than the gate can hold,
-//! some of whose clients hang up while parked. Each wave is a steady stream over one
-//! wave gap (a hold), so the waves together are sustained overload.
+//! some of whose clients hang up while parked, and some of which are upload
+//! sessions that span requests (`POST /v2/uploads`, `PATCH`es, then `PUT`, `DELETE`
+//! or nothing more). Each wave is a steady stream over one wave gap (a hold), so the
+//! waves together are sustained overload.
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -14,11 +16,13 @@ use crate::client;
 use crate::config::Config;
 use crate::scrape::Scrape;
 use crate::server::{Route, UploadGate, RESUMED};
+use crate::sessions::{digest, UPLOADS};
 
 /// How one client's request ended, as the client saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// `200 OK`: admitted, buffered, processed.
+    /// `200 OK`: admitted, buffered, processed; or an upload session opened
+    /// (`202`) that went as its client planned.
     Admitted,
     /// `503` with `Retry-After` (its raw value): shed.
     Shed(String),
@@ -40,7 +44,47 @@ pub struct ClientResult {
     pub resumed: bool,
     /// How it ended.
     pub outcome: Outcome,
+    /// An upload session's client whose `POST` opened a session: what it did.
+    pub session: Option<SessionRun>,
 }
+
+/// How an upload session's client ends its session, once opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Its chunks, then `PUT ?digest=`: finished.
+    Finish,
+    /// Its chunks, then `DELETE`: cancelled.
+    Cancel,
+    /// One chunk, then nothing: it went quiet, and its session expires. (It comes
+    /// back once past the idle limit, to see what it is told.)
+    GoQuiet,
+}
+
+impl Plan {
+    /// The `i`th session client's plan: one in five goes quiet, one in five
+    /// cancels, the rest finish.
+    #[must_use]
+    pub fn of(i: usize) -> Self {
+        match i % 5 {
+            1 => Self::GoQuiet,
+            3 => Self::Cancel,
+            _ => Self::Finish,
+        }
+    }
+}
+
+/// What an upload session's client did with the session it opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRun {
+    /// How it meant to end it.
+    pub plan: Plan,
+    /// A client that went quiet: the answer (status, body) to its late request,
+    /// sent once past the idle limit.
+    pub late_answer: Option<(u16, String)>,
+}
+
+/// The `PATCH`es of a session: the body in this many chunks.
+pub const SESSION_CHUNKS: usize = 3;
 
 /// What the load generator measured besides the clients' results.
 #[derive(Debug, Clone, Default)]
@@ -100,16 +144,20 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
     let mut clients = JoinSet::new();
     let mut next_client = 0;
     let mut next_hang_up = 0;
+    let mut next_session = 0;
     for wave in 0..config.waves {
         let wave_start = started + config.wave_gap() * u32::try_from(wave).unwrap_or(u32::MAX);
         tokio::time::sleep_until(wave_start.into()).await;
         live.wave.store(wave + 1, Ordering::Relaxed);
         let size = share(config.clients, config.waves, wave);
         let hang_ups = share(config.disconnects, config.waves, wave).min(size);
+        let sessions = share(config.sessions(), config.waves, wave).min(size - hang_ups);
+        let mut others = 0;
 
         // The wave's clients, one every `gap / size`: a steady stream over the
-        // wave. Its hang-ups take evenly spaced places among them; every fourth
-        // of the others is a mirror.
+        // wave. Its hang-ups take evenly spaced places among them, its upload
+        // sessions evenly spaced places among the rest; every fourth of the others
+        // is a mirror.
         for slot in 0..size {
             let at = wave_start + config.wave_gap().mul_f64(slot as f64 / size as f64);
             let live = Arc::clone(&live);
@@ -145,6 +193,40 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
                         route,
                         resumed: false,
                         outcome,
+                        session: None,
+                    }
+                });
+                continue;
+            }
+            let other = others;
+            others += 1;
+            if is_hang_up(other, size - hang_ups, sessions) {
+                let plan = Plan::of(next_session);
+                next_session += 1;
+                // It takes the place of an upload in the mirror and resume cadence.
+                next_client += 1;
+                let payload = Arc::clone(&payload);
+                let (pause, late) = (config.session_pause(), config.late_request_after());
+                clients.spawn(async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    let (outcome, session) = match tokio::time::timeout(
+                        client_timeout,
+                        session_client(addr, plan, &payload, pause, late),
+                    )
+                    .await
+                    {
+                        Ok(ended) => ended,
+                        Err(_) => (
+                            Outcome::Failed(format!("{UPLOADS}: no answer in time")),
+                            None,
+                        ),
+                    };
+                    live.record(&outcome);
+                    ClientResult {
+                        route: Route::Session,
+                        resumed: false,
+                        outcome,
+                        session,
                     }
                 });
                 continue;
@@ -178,6 +260,7 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
                     route,
                     resumed,
                     outcome,
+                    session: None,
                 }
             });
         }
@@ -189,6 +272,7 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
             route: Route::Upload,
             resumed: false,
             outcome: Outcome::Failed(format!("client task: {e}")),
+            session: None,
         }));
     }
     finished.store(true, Ordering::Relaxed);
@@ -203,7 +287,8 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
 }
 
 /// Whether place `slot` of a wave of `size` is one of its `hang_ups` evenly spaced
-/// hang-ups (never the first place: someone should be parked ahead of it).
+/// hang-ups (never the first place: someone should be parked ahead of it); the
+/// same spacing places the upload sessions among the other clients.
 fn is_hang_up(slot: usize, size: usize, hang_ups: usize) -> bool {
     (0..hang_ups).any(|k| (k + 1) * size / (hang_ups + 1) == slot)
 }
@@ -211,6 +296,77 @@ fn is_hang_up(slot: usize, size: usize, hang_ups: usize) -> bool {
 /// The `i`th of `parts` near-equal shares of `total`.
 fn share(total: usize, parts: usize, i: usize) -> usize {
     total / parts + usize::from(i < total % parts)
+}
+
+/// One upload session's client: `POST /v2/uploads` (parked at the gate like any
+/// upload), then the body in [`SESSION_CHUNKS`] `PATCH`es, each after `pause`,
+/// then `PUT ?digest=` or `DELETE` as `plan` says; or, going quiet, nothing after
+/// the first chunk until `late` has passed, then one more `PATCH`, to see what it
+/// is told. Returns how it went and, if the `POST` opened a session, what was done
+/// with it.
+async fn session_client(
+    addr: SocketAddr,
+    plan: Plan,
+    payload: &[u8],
+    pause: Duration,
+    late: Duration,
+) -> (Outcome, Option<SessionRun>) {
+    let failed = |step: &str, answer: std::io::Result<client::Response>| {
+        Outcome::Failed(match answer {
+            Ok(r) => format!(
+                "{step}: status {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body).trim()
+            ),
+            Err(e) => format!("{step}: {e}"),
+        })
+    };
+    let opened = match client::request(addr, "POST", UPLOADS, b"").await {
+        Ok(r) if r.status == 202 => r,
+        Ok(r) if r.status == 503 => return (classify(&r), None),
+        answer => return (failed(&format!("POST {UPLOADS}"), answer), None),
+    };
+    let Some(location) = opened.header("location").map(str::to_owned) else {
+        return (
+            Outcome::Failed(format!("POST {UPLOADS}: 202 without Location")),
+            None,
+        );
+    };
+    let mut run = SessionRun {
+        plan,
+        late_answer: None,
+    };
+    let chunks: Vec<&[u8]> = if payload.is_empty() {
+        vec![&[]]
+    } else {
+        payload
+            .chunks(payload.len().div_ceil(SESSION_CHUNKS))
+            .collect()
+    };
+    for (k, chunk) in chunks.into_iter().enumerate() {
+        tokio::time::sleep(pause).await;
+        match client::request(addr, "PATCH", &location, chunk).await {
+            Ok(r) if r.status == 202 => {}
+            answer => return (failed(&format!("PATCH {location}"), answer), Some(run)),
+        }
+        if plan == Plan::GoQuiet && k == 0 {
+            tokio::time::sleep(late).await;
+            let answer = client::request(addr, "PATCH", &location, b"late").await;
+            run.late_answer = Some(match answer {
+                Ok(r) => (r.status, String::from_utf8_lossy(&r.body).trim().to_owned()),
+                Err(e) => (0, e.to_string()),
+            });
+            return (Outcome::Admitted, Some(run));
+        }
+    }
+    let (method, path, wanted) = match plan {
+        Plan::Finish => ("PUT", format!("{location}?digest={}", digest(payload)), 201),
+        Plan::Cancel | Plan::GoQuiet => ("DELETE", location, 204),
+    };
+    match client::request(addr, method, &path, b"").await {
+        Ok(r) if r.status == wanted => (Outcome::Admitted, Some(run)),
+        answer => (failed(&format!("{method} {path}"), answer), Some(run)),
+    }
 }
 
 fn classify(response: &client::Response) -> Outcome {

@@ -4,12 +4,13 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use admit::{Priority, ShedReason, Source};
+use admit::{LeaseEnd, Priority, ShedReason, Source};
 
 use crate::config::Config;
-use crate::load::{Observed, Outcome};
+use crate::load::{Observed, Outcome, Plan};
 use crate::scrape::Scrape;
-use crate::server::{reason_index, Route, ServerStats, REASONS};
+use crate::server::{reason_index, Route, ServerStats, REASONS, ROUTES};
+use crate::sessions::SessionEnds;
 use crate::timeline::Timeline;
 use crate::{by_reason, secs, Drained};
 
@@ -19,7 +20,7 @@ pub struct ServerCounts {
     /// Permits granted.
     pub admitted: usize,
     /// `GateError::Busy` answered, per route in [`Route::ALL`](admit::Source::ALL) order.
-    pub busy: [usize; 2],
+    pub busy: [usize; ROUTES],
     /// `GateError::Busy` answered, per reason in [`ShedReason::ALL`] order.
     pub busy_by_reason: [usize; REASONS],
     /// `GateError::Cancelled`: the client hung up while parked.
@@ -37,7 +38,11 @@ impl From<&ServerStats> for ServerCounts {
         let n = |c: &std::sync::atomic::AtomicUsize| c.load(Ordering::Relaxed);
         Self {
             admitted: n(&s.admitted),
-            busy: [s.busy(Route::Upload), s.busy(Route::Mirror)],
+            busy: [
+                s.busy(Route::Upload),
+                s.busy(Route::Mirror),
+                s.busy(Route::Session),
+            ],
             busy_by_reason: ShedReason::ALL.map(|reason| s.busy_for(reason)),
             cancelled: n(&s.cancelled),
             closed: n(&s.closed),
@@ -56,6 +61,26 @@ pub struct ClosedProbe {
     pub retry_after: Option<String>,
     /// The shed counters' sum scraped after it (unchanged expected).
     pub shed_total_after: Option<f64>,
+}
+
+/// The upload sessions' clients, as they saw their sessions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionClients {
+    /// Clients that ran an upload session.
+    pub clients: usize,
+    /// Their `POST`s answered `202` (a session opened).
+    pub opened: usize,
+    /// Sessions finished: `PUT` answered `201`.
+    pub finished: usize,
+    /// Sessions cancelled: `DELETE` answered `204`.
+    pub cancelled: usize,
+    /// Sessions whose client went quiet after a chunk.
+    pub went_quiet: usize,
+    /// Of those, the late requests answered `404 BLOB_UPLOAD_UNKNOWN`, saying the
+    /// session expired.
+    pub told_expired: usize,
+    /// The other answers to late requests (status, body), none expected.
+    pub late_answers_otherwise: Vec<(u16, String)>,
 }
 
 /// One check and whether it held.
@@ -80,10 +105,11 @@ pub struct Report {
     pub overload_target: Option<Duration>,
     /// Clients started.
     pub clients: usize,
-    /// Clients answered 200.
+    /// Clients answered 200, and upload sessions' clients whose session went as
+    /// they planned it.
     pub admitted: usize,
     /// Clients answered 503 with `Retry-After`, per route in `Route::ALL` order.
-    pub shed: [usize; 2],
+    pub shed: [usize; ROUTES],
     /// Of the clients, per class (`[critical_plus, critical]`: resumed uploads,
     /// and the rest): how many there were, and how many were shed.
     pub by_class: [(usize, usize); 2],
@@ -119,6 +145,12 @@ pub struct Report {
     pub closed_probe: ClosedProbe,
     /// The drain at shutdown.
     pub drained: Drained,
+    /// The upload sessions' idle limit.
+    pub idle_limit: Duration,
+    /// The upload sessions as their clients saw them.
+    pub session_clients: SessionClients,
+    /// The upload sessions as the server's observer heard them end.
+    pub sessions: SessionEnds,
     /// Wall time of the whole run.
     pub elapsed: Duration,
     /// The time the run was planned to take, plus slack: beyond it, a check fails.
@@ -144,6 +176,7 @@ impl Report {
         after: Scrape,
         closed_probe: ClosedProbe,
         drained: Drained,
+        sessions: SessionEnds,
         elapsed: Duration,
     ) -> Self {
         waits.sort_unstable();
@@ -154,7 +187,7 @@ impl Report {
             overload_target: config.overload_target(),
             clients: observed.results.len(),
             admitted: 0,
-            shed: [0; 2],
+            shed: [0; ROUTES],
             by_class: [(0, 0); 2],
             hung_up: 0,
             unavailable: 0,
@@ -172,6 +205,9 @@ impl Report {
             after,
             closed_probe,
             drained,
+            idle_limit: config.idle_limit,
+            session_clients: SessionClients::default(),
+            sessions,
             elapsed,
             time_limit: config.planned_duration() + Duration::from_secs(15),
             checks: Vec::new(),
@@ -189,6 +225,30 @@ impl Report {
                 Outcome::HungUp => report.hung_up += 1,
                 Outcome::Unavailable => report.unavailable += 1,
                 Outcome::Failed(why) => report.failures.push(why.clone()),
+            }
+            let sessions = &mut report.session_clients;
+            sessions.clients += usize::from(result.route == Route::Session);
+            let Some(run) = &result.session else {
+                continue;
+            };
+            sessions.opened += 1;
+            let as_planned = result.outcome == Outcome::Admitted;
+            match run.plan {
+                Plan::Finish => sessions.finished += usize::from(as_planned),
+                Plan::Cancel => sessions.cancelled += usize::from(as_planned),
+                Plan::GoQuiet => {
+                    sessions.went_quiet += 1;
+                    match &run.late_answer {
+                        Some((404, body))
+                            if body.contains("\"BLOB_UPLOAD_UNKNOWN\"")
+                                && body.contains("expired") =>
+                        {
+                            sessions.told_expired += 1;
+                        }
+                        Some(other) => sessions.late_answers_otherwise.push(other.clone()),
+                        None => {}
+                    }
+                }
             }
         }
         report.checks = report.run_checks();
@@ -220,10 +280,12 @@ impl Report {
         if failed.is_empty() {
             format!(
                 "PASS: all {} checks held: never over capacity, every shed a 503 with Retry-After, \
-                 shed_total = 503s seen ({}), hang-ups counted nowhere, drained at shutdown, \
+                 shed_total = 503s seen ({}), hang-ups counted nowhere, every upload session \
+                 ended once ({}), its buffer freed before its unit, drained at shutdown, \
                  units back to 0",
                 self.checks.len(),
-                self.shed_total()
+                self.shed_total(),
+                self.sessions.ended_total(),
             )
         } else {
             let reasons: Vec<_> = failed
@@ -416,6 +478,92 @@ impl Report {
                 p.shed_total_after
             ),
         );
+        let s = &self.sessions;
+        let c = &self.session_clients;
+        check(
+            "every upload session ended exactly once",
+            s.opened == c.opened
+                && s.opened == s.ended_total()
+                && s.ended_once == s.opened
+                && s.ended_more_than_once + s.not_ended + s.unidentified == 0,
+            format!(
+                "opened {} (clients saw {}), ended {} ({}); ended once {}, more than once {}, \
+                 not ended {}, ends of no session {}",
+                s.opened,
+                c.opened,
+                s.ended_total(),
+                by_how(|how| s.ended(how).to_string()),
+                s.ended_once,
+                s.ended_more_than_once,
+                s.not_ended,
+                s.unidentified,
+            ),
+        );
+        check(
+            "upload sessions ended as their clients ended them: expired = went quiet",
+            s.ended(LeaseEnd::Finished) == c.finished
+                && s.ended(LeaseEnd::Cancelled) == c.cancelled
+                && s.ended(LeaseEnd::Expired) + s.ended(LeaseEnd::Drained) == c.went_quiet
+                && s.ended(LeaseEnd::Drained) == 0
+                && c.told_expired == c.went_quiet,
+            format!(
+                "finished {} (PUT 201 {}), cancelled {} (DELETE 204 {}), expired {} + drained {} \
+                 (went quiet {}, of them told 404 expired when back {}; other answers {:?})",
+                s.ended(LeaseEnd::Finished),
+                c.finished,
+                s.ended(LeaseEnd::Cancelled),
+                c.cancelled,
+                s.ended(LeaseEnd::Expired),
+                s.ended(LeaseEnd::Drained),
+                c.went_quiet,
+                c.told_expired,
+                c.late_answers_otherwise.iter().take(3).collect::<Vec<_>>(),
+            ),
+        );
+        check(
+            "upload sessions' units back to 0 after the idle limit (before the drain)",
+            s.live_after_idle == 0 && s.units_after_idle == 0,
+            format!(
+                "{} sessions live, {} units held",
+                s.live_after_idle, s.units_after_idle
+            ),
+        );
+        check(
+            "every upload session's buffer freed before its unit returned",
+            s.freed_first == s.ended_total() && s.returned_unfreed == 0,
+            format!(
+                "{} units returned after their buffer was freed, {} before, of {} sessions ended",
+                s.freed_first,
+                s.returned_unfreed,
+                s.ended_total()
+            ),
+        );
+        let per_how: Vec<_> = LeaseEnd::ALL
+            .iter()
+            .map(|&how| {
+                (
+                    how.label(),
+                    self.after
+                        .sum("leases_ended_total", &[("how", how.label())]),
+                    self.after
+                        .sum("lease_hold_seconds_count", &[("how", how.label())]),
+                    s.ended(how),
+                )
+            })
+            .collect();
+        check(
+            "leases_ended_total and lease_hold_seconds_count = lease ends heard, per how",
+            per_how.iter().all(|(_, ended, held, heard)| {
+                *ended == Some(*heard as f64) && *held == Some(*heard as f64)
+            }),
+            per_how
+                .iter()
+                .map(|(how, ended, held, heard)| {
+                    format!("{how}: leases_ended_total {ended:?}, lease_hold_seconds_count {held:?}, heard {heard}")
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
         check(
             "drained at shutdown: every unit back within the grace period",
             self.drained.is_complete(),
@@ -432,6 +580,16 @@ impl Report {
         );
         checks
     }
+}
+
+/// Something per way a lease ends, as `finished …, cancelled …, expired …,
+/// drained …`.
+fn by_how(each: impl Fn(LeaseEnd) -> String) -> String {
+    LeaseEnd::ALL
+        .iter()
+        .map(|&how| format!("{} {}", how.label(), each(how)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn route_index(route: Route) -> usize {
@@ -480,7 +638,7 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  requests  {}: {} admitted (200), {} shed (503, {retry_range}), {} cancelled (hung up while parked){}",
+            "  requests  {}: {} admitted (200, a session 202), {} shed (503, {retry_range}), {} cancelled (hung up while parked){}",
             self.clients,
             self.admitted,
             self.shed_total(),
@@ -493,9 +651,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "            shed by route: upload {}, mirror {}; by reason: {}",
+            "            shed by route: upload {}, mirror {}, session {}; by reason: {}",
             self.shed[0],
             self.shed[1],
+            self.shed[2],
             by_reason(|reason| self.shed_for(reason)),
         )?;
         let [resumed, other] = self.by_class;
@@ -503,12 +662,29 @@ impl fmt::Display for Report {
             f,
             "            shed by class: critical_plus (resumed uploads) {} of {}, critical {} of {}; \
              by size: 1 unit {}, 2 units {}",
-            resumed.1, resumed.0, other.1, other.0, self.shed[0], self.shed[1],
+            resumed.1,
+            resumed.0,
+            other.1,
+            other.0,
+            self.shed[0] + self.shed[2],
+            self.shed[1],
         )?;
         writeln!(
             f,
             "            server saw {} hang-ups as Cancelled, {} after admission",
             self.server.cancelled, self.server.body_errors,
+        )?;
+        let (c, s) = (&self.session_clients, &self.sessions);
+        writeln!(
+            f,
+            "  sessions  {} clients ran an upload session: {} opened (202), {} shed; {} finished (PUT 201), {} cancelled (DELETE 204), {} went quiet",
+            c.clients, c.opened, self.shed[2], c.finished, c.cancelled, c.went_quiet,
+        )?;
+        writeln!(
+            f,
+            "            leases ended: {}; idle limit {}",
+            by_how(|how| format!("{} ({:.1} unit-s)", s.ended(how), s.unit_seconds(how))),
+            secs(self.idle_limit),
         )?;
         writeln!(
             f,

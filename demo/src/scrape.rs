@@ -175,6 +175,13 @@ mod tests {
                     upload_sessions_shed_total{source=\"mirror\",reason=\"overload\"} 1\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"hopeless\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"outranked\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"wait_budget\"} 1\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"ceiling\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"no_wait\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"queue_full\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"overload\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"hopeless\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"outranked\"} 0\n\
                     upload_sessions_units_in_use 2\n\
                     upload_sessions_hold_seconds_bucket{le=\"+Inf\"} 5\n";
         let s = Scrape::parse(page.to_owned());
@@ -185,12 +192,13 @@ mod tests {
             Some(2.0)
         );
         assert_eq!(s.shed_total_by_reason(ShedReason::QueueFull), Some(3.0));
-        assert_eq!(s.shed_total_by_reason(ShedReason::WaitBudget), Some(3.0));
+        assert_eq!(s.shed_total_by_reason(ShedReason::WaitBudget), Some(4.0));
         assert_eq!(s.shed_total_by_reason(ShedReason::Overload), Some(1.0));
         assert_eq!(s.shed_total_by_reason(ShedReason::Hopeless), Some(5.0));
-        assert_eq!(s.shed_total_sum(), Some(12.0));
+        assert_eq!(s.shed_total(Route::Session), Some(1.0));
+        assert_eq!(s.shed_total_sum(), Some(13.0));
         assert_eq!(s.metric("units_in_use"), Some(2.0));
-        assert_eq!(s.excerpt().len(), 15);
+        assert_eq!(s.excerpt().len(), 22);
         let only_upload = Scrape::parse(
             "upload_sessions_shed_total{source=\"upload\",reason=\"wait_budget\"} 3\n".into(),
         );

@@ -2,12 +2,15 @@
 //! HTTP/1.1 accept loop with a `PeerWatch` per connection.
 //!
 //! `POST /upload` opens one session (one unit), `POST /mirror` two at once (two
-//! units: the same body staged for two destinations); `GET /metrics` bypasses the
-//! gate. The layer parks a request *before* the handler reads its body, so a parked
-//! request holds no staging buffer and (with `Expect: 100-continue`) its client has
-//! not sent the body; it answers a shed with `503` + `Retry-After`, writes nothing
-//! to a client that hung up while parked (the `PeerWatch` notices), and holds the
-//! units until the response has been sent. What is left here is the demo's own:
+//! units: the same body staged for two destinations); `POST /v2/uploads` opens an
+//! OCI-style upload session that spans requests (one unit, held by a lease until
+//! the session ends: see [`sessions`](crate::sessions)); `GET /metrics` and the
+//! session's later requests bypass the gate. The layer parks a request *before*
+//! the handler reads its body, so a parked request holds no staging buffer and
+//! (with `Expect: 100-continue`) its client has not sent the body; it answers a
+//! shed with `503` + `Retry-After`, writes nothing to a client that hung up while
+//! parked (the `PeerWatch` notices), and holds the units until the response has
+//! been sent. What is left here is the demo's own:
 //! the staging buffers, the simulated processing, and the server-side tallies.
 
 use std::io;
@@ -17,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use admit::{
-    AdmitEvent, CapacityEvent, GateError, Observer, OverloadEvent, Priority, ReleaseEvent,
-    ShedEvent, ShedReason, Source, StartEvent,
+    AdmitEvent, CapacityEvent, GateError, LeaseEndEvent, Observer, OverloadEvent, Priority,
+    ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
 };
 use admit_metrics::MetricsObserver;
 use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
@@ -27,7 +30,7 @@ use axum::extract::{Extension, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::Router;
 use http::request::Parts;
 use http_body_util::BodyExt;
@@ -39,6 +42,8 @@ use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 use tower::ServiceBuilder;
 
+use crate::sessions::{IdMinter, SessionLeases, SessionLedger};
+
 admit::sources! {
     /// Where an upload session is opened: one label per endpoint, so the shed
     /// counter has exactly these series.
@@ -47,25 +52,33 @@ admit::sources! {
         Upload => "upload",
         /// `POST /mirror`: the upload staged for two destinations, two sessions at once.
         Mirror => "mirror",
+        /// `POST /v2/uploads`: an upload session that spans requests, one session
+        /// held by a lease from the `POST` to its `PUT`, `DELETE` or expiry.
+        Session => "session",
     }
 }
+
+/// The number of routes: [`Route::ALL`](admit::Source::ALL)'s length.
+pub const ROUTES: usize = 3;
+const _: () = assert!(Route::ALL.len() == ROUTES);
 
 impl Route {
     /// Units (sessions) a request on this route holds.
     #[must_use]
     pub const fn units(self) -> usize {
         match self {
-            Self::Upload => 1,
+            Self::Upload | Self::Session => 1,
             Self::Mirror => 2,
         }
     }
 
-    /// The route's path.
+    /// The route's path (of its `POST`).
     #[must_use]
     pub const fn path(self) -> &'static str {
         match self {
             Self::Upload => "/upload",
             Self::Mirror => "/mirror",
+            Self::Session => crate::sessions::UPLOADS,
         }
     }
 
@@ -75,6 +88,7 @@ impl Route {
         match self {
             Self::Upload => 0,
             Self::Mirror => 1,
+            Self::Session => 2,
         }
     }
 
@@ -87,14 +101,18 @@ impl Route {
 /// ([`Priority::CriticalPlus`]), since most of its bytes are sent already.
 pub const RESUMED: &str = "resumed=1";
 
-/// The layer's decision: the upload routes wait for their units, a resumed
-/// upload first among them when someone must be shed; everything else
-/// (`/metrics`) bypasses the gate.
+/// The layer's decision: the upload routes and the `POST` that opens an upload
+/// session wait for their units, a resumed upload first among them when someone
+/// must be shed; everything else (`/metrics`, a session's later requests, whose
+/// unit its lease holds) bypasses the gate.
 #[must_use]
 pub fn decide(head: &Parts) -> Decision<Route> {
     let decision = match head.uri.path() {
         "/upload" => Decision::admit(Route::Upload.units(), Route::Upload),
         "/mirror" => Decision::admit(Route::Mirror.units(), Route::Mirror),
+        crate::sessions::UPLOADS if head.method == http::Method::POST => {
+            Decision::admit(Route::Session.units(), Route::Session)
+        }
         _ => return Decision::Bypass,
     };
     if head.uri.query() == Some(RESUMED) {
@@ -123,7 +141,7 @@ pub struct ServerStats {
     /// Requests admitted (a permit was granted).
     pub admitted: AtomicUsize,
     /// `GateError::Busy` per route (indexed like [`Route::ALL`](admit::Source::ALL)).
-    pub busy: [AtomicUsize; 2],
+    pub busy: [AtomicUsize; ROUTES],
     /// `GateError::Busy` per reason (indexed like [`ShedReason::ALL`]).
     pub busy_by_reason: [AtomicUsize; REASONS],
     /// `GateError::Cancelled`: the client hung up while parked.
@@ -135,7 +153,7 @@ pub struct ServerStats {
     /// Admitted, but the body did not arrive whole (e.g. the client hung up).
     pub body_errors: AtomicUsize,
     /// Units held now, per route.
-    pub in_use: [AtomicUsize; 2],
+    pub in_use: [AtomicUsize; ROUTES],
     /// How long each admitted request waited for its units.
     waits: Mutex<Vec<Duration>>,
     /// How long each shed request waited before it was shed (zero: at arrival).
@@ -145,6 +163,9 @@ pub struct ServerStats {
     /// Set when the gate becomes overloaded; the timeline's sampler clears it, so
     /// an episode shorter than a sample still shows.
     pub overloaded_since_sample: AtomicBool,
+    /// The upload sessions: opened, ended, and in which order each one's buffer
+    /// and units went.
+    pub sessions: SessionLedger,
 }
 
 impl ServerStats {
@@ -253,7 +274,15 @@ impl Observer for DemoObserver {
         self.metrics.on_release(event);
         if let Some(route) = Route::from_label(event.source) {
             self.stats.in_use[route.index()].fetch_sub(event.units, Ordering::Relaxed);
+            if route == Route::Session {
+                self.stats.sessions.units_returned();
+            }
         }
+    }
+
+    fn on_lease_end(&self, event: &LeaseEndEvent) {
+        self.metrics.on_lease_end(event);
+        self.stats.sessions.ended(event);
     }
 
     fn on_shed(&self, event: &ShedEvent) {
@@ -306,6 +335,10 @@ pub struct App {
     pub session_buffer: usize,
     /// Simulated processing time with the permit held.
     pub hold: Duration,
+    /// The upload sessions that span requests, by id; each holds its unit.
+    pub sessions: SessionLeases,
+    /// Mints the sessions' ids.
+    pub ids: IdMinter,
 }
 
 /// A running server; [`stop`](Self::stop) ends it.
@@ -340,6 +373,13 @@ impl Server {
         let router = Router::new()
             .route(Route::Upload.path(), post(stage))
             .route(Route::Mirror.path(), post(stage))
+            .route(crate::sessions::UPLOADS, post(crate::sessions::open))
+            .route(
+                crate::sessions::UPLOAD,
+                patch(crate::sessions::append)
+                    .put(crate::sessions::close)
+                    .delete(crate::sessions::cancel),
+            )
             .route("/metrics", get(metrics))
             .layer(admit)
             .layer(axum::middleware::from_fn_with_state(

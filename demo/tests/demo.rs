@@ -11,8 +11,10 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use admit::{ShedReason, Source};
+use admit::{LeaseEnd, ShedReason, Source};
+use admit_demo::client::Response;
 use admit_demo::server::{App, DemoObserver, Server, ServerStats, UploadGate, MAX_UNITS};
+use admit_demo::sessions::{digest, IdMinter, SessionLeases, UPLOADS};
 use admit_demo::{Comparison, Config, OverloadTarget, Report, Route, Scrape};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -274,6 +276,38 @@ fn assert_run_invariants(report: &Report, config: &Config) {
         .retry_after
         .iter()
         .all(|v| v.parse::<u64>().is_ok_and(|s| s >= 1)));
+    // The upload sessions: a tenth of the clients; each one opened ended once,
+    // its buffer freed before its unit returned, and the metric counted it.
+    let (c, s) = (&report.session_clients, &report.sessions);
+    assert_eq!(c.clients, config.clients / 10, "{all}");
+    assert_eq!(
+        c.opened + report.shed[Route::Session.index()],
+        c.clients,
+        "{all}"
+    );
+    assert_eq!(s.opened, c.opened, "{all}");
+    assert_eq!(s.ended_total(), s.opened, "{all}");
+    assert_eq!(
+        (s.ended_once, s.ended_more_than_once),
+        (s.opened, 0),
+        "{all}"
+    );
+    assert_eq!((s.freed_first, s.returned_unfreed), (s.opened, 0), "{all}");
+    assert_eq!(s.ended(LeaseEnd::Expired), c.went_quiet, "{all}");
+    assert_eq!(
+        report
+            .after
+            .sum("leases_ended_total", &[("source", Route::Session.label())]),
+        Some(s.opened as f64),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "leases ended: finished {} (",
+            s.ended(LeaseEnd::Finished)
+        )),
+        "{all}"
+    );
 }
 
 #[test]
@@ -326,12 +360,12 @@ fn with_an_overload_target_sheds_come_in_milliseconds_and_without_one_after_the_
         fixed.shed_total(),
         "{all}"
     );
-    // The target: most sheds at arrival, so the median far below the budget.
+    // The target: sheds at arrival, or when the next resumed upload outranks a
+    // parked request (one arrives every 8 clients, 200 ms apart here, so those
+    // wait about 100 ms at the median: a tenth of the budget, which a strict
+    // `< budget / 10` met only by chance); the median far below the budget.
     let median = target.shed_wait_quantile(0.5).unwrap();
-    assert!(
-        median < budget / 10,
-        "median time to shed {median:?}: {all}"
-    );
+    assert!(median < budget / 5, "median time to shed {median:?}: {all}");
     assert!(target.shed_for(ShedReason::Hopeless) > 0, "{all}");
     // And those admitted waited less.
     assert!(
@@ -345,9 +379,13 @@ struct Fixture {
     gate: UploadGate,
     stats: Arc<ServerStats>,
     prometheus: PrometheusHandle,
+    sessions: SessionLeases,
     server: Server,
     _recorder: PrometheusRecorder,
 }
+
+/// The fixture's upload sessions expire after this long idle.
+const SESSION_IDLE_LIMIT: Duration = Duration::from_millis(300);
 
 async fn fixture(capacity: usize, wait_budget: Duration) -> Fixture {
     let recorder = PrometheusBuilder::new().build_recorder();
@@ -361,12 +399,15 @@ async fn fixture(capacity: usize, wait_budget: Duration) -> Fixture {
             .build()
     })
     .unwrap();
+    let sessions = admit_tokio::leases(&gate, SESSION_IDLE_LIMIT);
     let app = Arc::new(App {
         gate: gate.clone(),
         stats: Arc::clone(&stats),
         prometheus: prometheus.clone(),
         session_buffer: 1 << 20,
         hold: Duration::ZERO,
+        sessions: sessions.clone(),
+        ids: IdMinter::default(),
     });
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = Server::start(listener, app).unwrap();
@@ -374,6 +415,7 @@ async fn fixture(capacity: usize, wait_budget: Duration) -> Fixture {
         gate,
         stats,
         prometheus,
+        sessions,
         server,
         _recorder: recorder,
     }
@@ -470,6 +512,129 @@ fn a_shed_is_a_503_with_retry_after_and_its_body_is_never_sent() {
         assert_eq!(page.shed_total(Route::Upload), Some(0.0));
 
         drop(held);
+        f.server.stop().await;
+    });
+}
+
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8]) -> Response {
+    admit_demo::client::request(addr, method, path, body)
+        .await
+        .unwrap()
+}
+
+fn body(response: &Response) -> String {
+    String::from_utf8_lossy(&response.body).into_owned()
+}
+
+/// An upload session through the routes: opened at the gate, chunks appended
+/// across requests, and ended by `PUT`, by `DELETE` or by going quiet, each once,
+/// its buffer freed before its unit; a request for a session it cannot have is
+/// told why.
+#[test]
+fn an_upload_session_spans_requests_and_ends_once_however_it_ends() {
+    let _serial = serial();
+    runtime().block_on(async {
+        let f = fixture(2, Duration::from_millis(200)).await;
+        let addr = f.server.addr;
+
+        // POST: a unit, leased to the session under an unguessable id.
+        let opened = request(addr, "POST", UPLOADS, b"").await;
+        assert_eq!(opened.status, 202, "{opened:?}");
+        let location = opened.header("location").unwrap().to_owned();
+        let hex = location.strip_prefix("/v2/uploads/").unwrap();
+        let id = u128::from_str_radix(hex, 16).unwrap();
+        assert_eq!(hex.len(), 32);
+        assert_eq!(f.gate.in_use(), 1);
+        assert_eq!(f.sessions.len(), 1);
+
+        // PATCH twice: the chunks appended, the unit held across requests.
+        for (chunk, range) in [(&b"hello "[..], "0-5"), (b"world", "0-10")] {
+            let patched = request(addr, "PATCH", &location, chunk).await;
+            assert_eq!(patched.status, 202, "{patched:?}");
+            assert_eq!(patched.header("range"), Some(range));
+        }
+        assert_eq!(f.gate.in_use(), 1);
+
+        // While another request has it: 409.
+        let held = f.sessions.checkout(&id).unwrap();
+        assert_eq!(held.bytes(), b"hello world");
+        let busy = request(addr, "PATCH", &location, b"!").await;
+        assert_eq!(busy.status, 409, "{busy:?}");
+        assert!(body(&busy).contains("BLOB_UPLOAD_INVALID"), "{busy:?}");
+        drop(held);
+
+        // PUT: a wrong digest leaves the session as it was; the right one ends it.
+        let wrong = request(addr, "PUT", &format!("{location}?digest=fnv1a64:0"), b"").await;
+        assert_eq!(wrong.status, 400, "{wrong:?}");
+        assert!(body(&wrong).contains("DIGEST_INVALID"), "{wrong:?}");
+        let right = format!("{location}?digest={}", digest(b"hello world"));
+        let put = request(addr, "PUT", &right, b"").await;
+        assert_eq!(put.status, 201, "{put:?}");
+        assert_eq!(f.gate.in_use(), 0);
+
+        // Late, and never known: both 404 BLOB_UPLOAD_UNKNOWN, told apart.
+        let late = request(addr, "PATCH", &location, b"more").await;
+        assert_eq!(late.status, 404, "{late:?}");
+        assert!(
+            body(&late).contains("BLOB_UPLOAD_UNKNOWN") && body(&late).contains("finished"),
+            "{late:?}"
+        );
+        for never in [
+            format!("/v2/uploads/{}", "0".repeat(32)),
+            "/v2/uploads/x".into(),
+        ] {
+            let unknown = request(addr, "PATCH", &never, b"").await;
+            assert_eq!(unknown.status, 404, "{unknown:?}");
+            assert!(
+                body(&unknown).contains("BLOB_UPLOAD_UNKNOWN")
+                    && body(&unknown).contains("unknown"),
+                "{unknown:?}"
+            );
+        }
+
+        // DELETE: cancelled.
+        let opened = request(addr, "POST", UPLOADS, b"").await;
+        let cancelled = opened.header("location").unwrap().to_owned();
+        assert_ne!(cancelled, location);
+        let deleted = request(addr, "DELETE", &cancelled, b"").await;
+        assert_eq!(deleted.status, 204, "{deleted:?}");
+        assert_eq!(f.gate.in_use(), 0);
+
+        // Quiet: it expires past the idle limit with no request arriving.
+        let opened = request(addr, "POST", UPLOADS, b"").await;
+        let quiet = opened.header("location").unwrap().to_owned();
+        assert_eq!(request(addr, "PATCH", &quiet, b"chunk").await.status, 202);
+        assert_eq!(f.gate.in_use(), 1);
+        until(|| f.gate.in_use() == 0 && f.sessions.is_empty()).await;
+        let late = request(addr, "PATCH", &quiet, b"more").await;
+        assert_eq!(late.status, 404, "{late:?}");
+        assert!(body(&late).contains("expired"), "{late:?}");
+
+        // Each ended once, its buffer freed before its unit returned.
+        let counts = f.stats.sessions.counts();
+        assert_eq!(counts.opened, 3);
+        assert_eq!((counts.ended_once, counts.ended_more_than_once), (3, 0));
+        assert_eq!(counts.ended, [1, 1, 1, 0], "finished, cancelled, expired");
+        assert_eq!((counts.freed_first, counts.returned_unfreed), (3, 0));
+        assert_eq!(counts.unidentified, 0);
+        let page = Scrape::parse(f.prometheus.render());
+        for (how, n) in [
+            ("finished", 1.0),
+            ("cancelled", 1.0),
+            ("expired", 1.0),
+            ("drained", 0.0),
+        ] {
+            let labels = [("source", Route::Session.label()), ("how", how)];
+            assert_eq!(page.sum("leases_ended_total", &labels), Some(n), "{how}");
+        }
+
+        // The POST waits at the gate like any upload: a full gate sheds it.
+        let full = f.gate.acquire(2, Route::Mirror).await.unwrap();
+        let shed = request(addr, "POST", UPLOADS, b"").await;
+        assert_eq!(shed.status, 503, "{shed:?}");
+        assert!(shed.header("retry-after").is_some(), "{shed:?}");
+        assert_eq!(f.stats.busy(Route::Session), 1);
+        drop(full);
         f.server.stop().await;
     });
 }
@@ -644,6 +809,27 @@ fn flags_parse_and_bad_ones_are_refused() {
     );
     assert!(Config::from_args(["--overload-target", "0ms"]).is_err());
     assert!(Config::from_args(["--overload-target", "soon"]).is_err());
+    // Upload sessions: a tenth of the clients by default, and an idle limit.
+    assert_eq!(Config::default().sessions(), 24);
+    assert_eq!(Config::default().idle_limit, Duration::from_secs(1));
+    let Ok(Command::Run(c)) = Config::from_args(["--sessions", "5", "--idle-limit=500ms"]) else {
+        panic!("--sessions, --idle-limit")
+    };
+    assert_eq!(
+        (c.sessions(), c.idle_limit),
+        (5, Duration::from_millis(500))
+    );
+    assert!(
+        Config::from_args(["--clients", "10", "--disconnects", "6", "--sessions", "5"]).is_err(),
+        "more hang-ups and sessions than clients"
+    );
+    assert!(Config::from_args(["--idle-limit", "0ms"]).is_err());
+    let refused = Config::from_args(["serve", "--sessions", "5"]).unwrap_err();
+    assert!(refused.0.contains("load generator"), "{refused}");
+    let Ok(Command::Serve(c)) = Config::from_args(["serve", "--idle-limit", "30s"]) else {
+        panic!("serve --idle-limit")
+    };
+    assert_eq!(c.idle_limit, Duration::from_secs(30));
     let refused = Config::from_args(["--follow-memory-limit", "30s"]).unwrap_err();
     assert!(refused.0.contains("serve"), "{refused}");
     assert!(Config::from_args(["serve", "--follow-memory-limit", "1ms"]).is_err());
