@@ -680,3 +680,19 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
         );
     }
 }
+
+#[test]
+fn remember_ended_applies_to_every_clone_of_the_table() {
+    let s = setup();
+    let shared = s.leases.clone();
+    let _same = shared.remember_ended(secs(5));
+    s.open("a", 1);
+    s.leases.checkout("a").unwrap().finish();
+    s.timer.advance(secs(4));
+    assert_eq!(
+        s.leases.checkout("a").unwrap_err(),
+        LeaseError::Ended(LeaseEnd::Finished)
+    );
+    s.timer.advance(secs(1));
+    assert_eq!(s.leases.checkout("a").unwrap_err(), LeaseError::Unknown);
+}

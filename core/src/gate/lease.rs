@@ -118,7 +118,6 @@ impl core::error::Error for LeaseError {}
 struct Table<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> {
     gate: Gate<S, T, O>,
     idle_limit: Duration,
-    remember: Duration,
     state: Mutex<State<K, V, S>>,
 }
 
@@ -126,6 +125,8 @@ struct Table<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> {
 type Locked<'a, K, V, S> = MutexGuard<'a, State<K, V, S>>;
 
 struct State<K, V, S: Source> {
+    /// How long an ended lease's id is remembered.
+    remember: Duration,
     live: HashMap<K, Live<V, S>>,
     /// The idle leases by deadline; the sequence number tells equal deadlines
     /// apart.
@@ -192,8 +193,8 @@ where
             table: Arc::new(Table {
                 gate: gate.clone(),
                 idle_limit,
-                remember: idle_limit,
                 state: Mutex::new(State {
+                    remember: idle_limit,
                     live: HashMap::new(),
                     deadlines: BTreeMap::new(),
                     next_seq: 0,
@@ -208,12 +209,10 @@ where
 
     /// How long an ended lease's id is remembered, so a request for it is told
     /// how it ended rather than [`LeaseError::Unknown`]; by default the idle
-    /// limit. Set before the table is shared (its clones share it).
+    /// limit. For the leases that end from now on, in every clone of the table.
     #[must_use]
-    pub fn remember_ended(mut self, for_: Duration) -> Self {
-        if let Some(table) = Arc::get_mut(&mut self.table) {
-            table.remember = for_;
-        }
+    pub fn remember_ended(self, for_: Duration) -> Self {
+        self.table.lock().remember = for_;
         self
     }
 
@@ -418,7 +417,7 @@ where
         let key = key.clone();
         match live.deadline {
             Some(((deadline, _), how)) if deadline <= now => {
-                let ending = state.end(key, how, now, self.remember);
+                let ending = state.end(key, how, now);
                 drop(state);
                 end_all(&self.gate, core::iter::once(ending), Panics::Resume);
                 Err(LeaseError::Ended(how))
@@ -445,7 +444,7 @@ where
             }
         }
         if deadline.0 <= now {
-            return (Some(state.end(id, deadline.1, now, self.remember)), None);
+            return (Some(state.end(id, deadline.1, now)), None);
         }
         let key = (deadline.0, state.next_seq);
         state.next_seq += 1;
@@ -462,12 +461,12 @@ where
 
 impl<K: Hash + Eq + Clone, V, S: Source> State<K, V, S> {
     /// Takes the lease under `id` out of the table as ended `how` at `now`.
-    fn end(&mut self, id: K, how: LeaseEnd, now: Duration, remember: Duration) -> Ending<V, S> {
+    fn end(&mut self, id: K, how: LeaseEnd, now: Duration) -> Ending<V, S> {
         let live = self.live.remove(&id).expect("the lease is live");
         if let Some((key, _)) = live.deadline {
             self.deadlines.remove(&key);
         }
-        let forget_at = now.saturating_add(remember);
+        let forget_at = now.saturating_add(self.remember);
         self.ended.insert(id.clone(), (how, forget_at));
         self.forget_order.push_back((forget_at, id));
         Ending {
@@ -590,7 +589,7 @@ where
         let value = self.value.take();
         let now = self.table.now();
         let mut state = self.table.lock();
-        let mut ending = state.end(self.id.clone(), how, now, self.table.remember);
+        let mut ending = state.end(self.id.clone(), how, now);
         ending.value = value;
         drop(state);
         end_all(&self.table.gate, core::iter::once(ending), Panics::Resume);
@@ -727,7 +726,7 @@ where
                     .deadline
                     .expect("an idle lease has a deadline")
                     .1;
-                ending.push(state.end(id, how, now, table.remember));
+                ending.push(state.end(id, how, now));
             }
             let next = state.deadlines.keys().next().map(|&(deadline, _)| deadline);
             state.driver = Some((cx.waker().clone(), next));
@@ -765,7 +764,7 @@ impl<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> Drop for Table<K
         let ids: Vec<K> = state.live.keys().cloned().collect();
         let ending: Vec<_> = ids
             .into_iter()
-            .map(|id| state.end(id, LeaseEnd::Drained, now, Duration::ZERO))
+            .map(|id| state.end(id, LeaseEnd::Drained, now))
             .collect();
         end_all(&self.gate, ending.into_iter(), Panics::Catch);
     }
