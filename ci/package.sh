@@ -9,6 +9,14 @@ source ci/published.sh
 
 export CARGO_TARGET_DIR="$PWD/target/package-check"
 rm -rf "$CARGO_TARGET_DIR/package"
+# Cargo unpacks each package it verifies into CARGO_HOME, under a directory named
+# for the temporary registry, and reuses one that exists without reading it
+# again: a copy left by an earlier run of the same version would stand in for
+# today's sources. Those registries have no name, so their directories start
+# with "-"; crates.io's copies are not touched.
+for crate in "${PUBLISHED[@]}"; do
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate"-[0-9]*
+done
 # shellcheck disable=SC2046
 # --allow-dirty: a developer may run this before committing; CI runs on a clean checkout.
 cargo package --quiet --allow-dirty $(published_flags)
