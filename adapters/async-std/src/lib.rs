@@ -2,9 +2,11 @@
 
 use admit::{Capacity, GateBuilder};
 
-/// The [`admit::Timer`] for async-std: [`admit_smol::SmolTimer`], whose clock is
-/// [`std::time::Instant`] and whose sleeps are the `async_io::Timer`s async-std
-/// sleeps with.
+/// The [`admit::Timer`] for async-std: its clock is [`std::time::Instant`], its
+/// sleeps are the `async_io::Timer`s async-std sleeps with (those of
+/// [`admit_smol::SmolTimer`]), and it spawns on async-std's executor, so a gate
+/// with an overload target leaves the overloaded state once idle
+/// ([`admit::Gate::watch_overload`]) with nobody spawning anything.
 ///
 /// # Examples
 ///
@@ -19,7 +21,46 @@ use admit::{Capacity, GateBuilder};
 ///     assert!(timer.now() >= Duration::from_millis(1));
 /// });
 /// ```
-pub type AsyncStdTimer = admit_smol::SmolTimer;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AsyncStdTimer(admit_smol::SmolTimer);
+
+impl AsyncStdTimer {
+    /// A timer whose origin is [`Instant::now()`](std::time::Instant::now).
+    #[must_use]
+    pub fn new() -> Self {
+        Self(admit_smol::SmolTimer::new())
+    }
+
+    /// A timer whose origin is `origin`.
+    #[must_use]
+    pub const fn with_origin(origin: std::time::Instant) -> Self {
+        Self(admit_smol::SmolTimer::with_origin(origin))
+    }
+
+    /// The instant [`Timer::now`](admit::Timer::now) counts from.
+    #[must_use]
+    pub const fn origin(&self) -> std::time::Instant {
+        self.0.origin()
+    }
+}
+
+impl admit::Timer for AsyncStdTimer {
+    type Sleep = Sleep;
+
+    fn now(&self) -> core::time::Duration {
+        self.0.now()
+    }
+
+    fn sleep_until(&self, deadline: core::time::Duration) -> Sleep {
+        self.0.sleep_until(deadline)
+    }
+
+    /// On async-std's executor ([`async_std::task::spawn`]).
+    fn spawn(&self, task: Box<dyn core::future::Future<Output = ()> + Send + 'static>) -> bool {
+        drop(async_std::task::spawn(Box::into_pin(task)));
+        true
+    }
+}
 
 /// The future of [`AsyncStdTimer`]'s `sleep_until`.
 pub use admit_smol::Sleep;
@@ -37,7 +78,7 @@ pub type Gate<S, O> = admit::Gate<S, AsyncStdTimer, O>;
 /// [`admit::Gate::builder`] with an [`AsyncStdTimer`] (origin: now) already set:
 /// configure the rest and [`build`](GateBuilder::build).
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, AsyncStdTimer, ()> {
-    admit_smol::gate(capacity)
+    admit::Gate::builder(capacity).timer(AsyncStdTimer::new())
 }
 
 /// A lease table on async-std's clock: [`admit::Leases`] with its timer set to

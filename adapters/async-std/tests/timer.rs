@@ -43,3 +43,14 @@ async fn a_far_deadline_is_pending_and_max_does_not_panic() {
     );
     assert_eq!(poll_once(timer.sleep_until(Duration::MAX)).await, None);
 }
+
+#[async_std::test]
+async fn spawn_runs_the_task_on_async_std() {
+    // What a gate with an overload target hands its timer at build: its watch.
+    let (ran, told) = async_std::channel::bounded(1);
+    let spawned = AsyncStdTimer::new().spawn(Box::new(async move {
+        ran.send(()).await.unwrap();
+    }));
+    assert!(spawned, "the timer says it spawned");
+    told.recv().await.expect("the task ran");
+}
