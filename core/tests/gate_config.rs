@@ -193,3 +193,70 @@ fn config_errors_explain_themselves() {
     .to_string();
     assert!(msg.contains("below max_units 2"), "{msg}");
 }
+
+/// Records the capacity and budget of every start and capacity event.
+#[derive(Default)]
+struct BudgetLog(std::sync::Mutex<Vec<(usize, Option<usize>)>>);
+
+impl admit::Observer for BudgetLog {
+    fn on_start(&self, event: &admit::StartEvent<'_>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((event.capacity, event.budget_units));
+    }
+    fn on_capacity(&self, event: &admit::CapacityEvent) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((event.capacity, event.budget_units));
+    }
+}
+
+#[test]
+fn a_floor_above_the_memory_budget_is_reported_to_the_observer() {
+    let log = std::sync::Arc::new(BudgetLog::default());
+    // 1 unit's worth of memory, raised to max_units 2: the start says so.
+    let gate = Gate::<Src, NoTimer>::builder(Capacity::from_memory_budget(100, 100))
+        .max_units(2)
+        .timer(ManualTimer::new())
+        .observer(log.clone())
+        .build()
+        .unwrap();
+    assert_eq!(log.0.lock().unwrap().as_slice(), [(2, Some(1))]);
+
+    // Within budget, the budget is still told (capacity = budget).
+    gate.resize(Capacity::from_memory_budget(500, 100)).unwrap();
+    // Back below the floor: capacity 2 again, budget 0 units.
+    gate.resize(Capacity::from_memory_budget(10, 100)).unwrap();
+    // A forgotten permit reports the budget in force beside the capacity.
+    gate.try_acquire(1, Src::Upload).unwrap().forget();
+    // An explicit capacity has no budget.
+    gate.resize(4).unwrap();
+    assert_eq!(
+        log.0.lock().unwrap().as_slice(),
+        [
+            (2, Some(1)),
+            (5, Some(5)),
+            (2, Some(0)),
+            (1, Some(0)),
+            (4, None)
+        ]
+    );
+}
+
+#[test]
+fn a_resize_to_the_same_capacity_with_another_budget_is_reported() {
+    let log = std::sync::Arc::new(BudgetLog::default());
+    let gate = Gate::<Src, NoTimer>::builder(2)
+        .max_units(2)
+        .timer(ManualTimer::new())
+        .observer(log.clone())
+        .build()
+        .unwrap();
+    // Same capacity (the floor), but now over a budget of 1: the observer hears it.
+    gate.resize(Capacity::from_memory_budget(100, 100)).unwrap();
+    // Same again: nothing new to say.
+    gate.resize(Capacity::from_memory_budget(100, 100)).unwrap();
+    assert_eq!(log.0.lock().unwrap().as_slice(), [(2, None), (2, Some(1))]);
+}

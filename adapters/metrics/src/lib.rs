@@ -1,6 +1,6 @@
 #![doc = include_str!("../README.md")]
 
-use core::sync::atomic::{fence, AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicIsize, AtomicU64, Ordering};
 use core::time::Duration;
 use std::sync::OnceLock;
 
@@ -28,8 +28,8 @@ pub struct MetricsObserver {
     /// Resolved against the first real recorder found (at start, or at a later
     /// event); from then on every event goes through them.
     handles: OnceLock<Handles>,
-    /// The recorder this observer's prefix is claimed in, from its first start
-    /// with a recorder in force ([`claim_prefix`]).
+    /// The global recorder this observer's prefix is claimed in, from its
+    /// first start with that recorder in force ([`claim_prefix`]).
     claimed_in: OnceLock<usize>,
 }
 
@@ -42,14 +42,34 @@ fn recorder_id() -> usize {
     metrics::with_recorder(|recorder| core::ptr::from_ref(recorder).cast::<()>() as usize)
 }
 
-/// Claims `prefix` in the recorder in force for a starting observer.
+/// The global recorder's address, if it is the one in force here.
+///
+/// Only the global recorder is claimed in: it lives as long as the program, so
+/// its address names it. A local recorder lives for a scope, and a later one
+/// may take its address while a gate that reported to it still lives, so
+/// claiming in it could refuse a prefix that is free. A thread of our own sees
+/// no local recorder, so the address it finds is the global one's; a platform
+/// with no threads claims nothing.
+fn global_recorder_in_force() -> Option<usize> {
+    let here = recorder_id();
+    let global = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .spawn_scoped(scope, recorder_id)
+            .ok()?
+            .join()
+            .ok()
+    })?;
+    (global == here).then_some(here)
+}
+
+/// Claims `prefix` in the global recorder (at `recorder`) for a starting
+/// observer.
 ///
 /// # Panics
 ///
 /// If another live observer claimed it there: its series would merge with
 /// this one's (`units_in_use` summed, `capacity_units` overwritten).
-fn claim_prefix(prefix: &str) -> usize {
-    let recorder = recorder_id();
+fn claim_prefix(prefix: &str, recorder: usize) {
     let mut claimed = CLAIMED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -64,7 +84,6 @@ fn claim_prefix(prefix: &str) -> usize {
          would merge ({prefix}_units_in_use summed, {prefix}_capacity_units overwritten); \
          give each gate a prefix of its own"
     );
-    recorder
 }
 
 impl Drop for MetricsObserver {
@@ -114,8 +133,10 @@ const SHEDS_HANDED_OVER: u64 = u64::MAX;
 struct State {
     /// The source labels of the gate, in `Source::ALL` order.
     sources: Box<[&'static str]>,
-    /// The capacity last reported: `on_start`, then `on_capacity`.
-    capacity: AtomicUsize,
+    /// The capacity last reported (`on_start`, then `on_capacity`), with its
+    /// units over the memory budget: one [`Capacity`] packed, so the two gauges
+    /// always show one report.
+    capacity: AtomicU64,
     /// The overload state last reported: not overloaded at `on_start`, then
     /// `on_overload`.
     overloaded: AtomicBool,
@@ -136,11 +157,46 @@ enum Counted {
     NoSlot,
 }
 
+/// A capacity report: the capacity, and the units of it above what the memory
+/// budget allows (0 for an explicit capacity, or one within its budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Capacity {
+    units: usize,
+    over_budget: usize,
+}
+
+impl Capacity {
+    fn new(units: usize, budget_units: Option<usize>) -> Self {
+        Self {
+            units,
+            over_budget: budget_units.map_or(0, |budget| units.saturating_sub(budget)),
+        }
+    }
+
+    /// Both counts in one word (each is at most `Semaphore::MAX_UNITS < 2^32`).
+    fn pack(self) -> u64 {
+        (self.units as u64) | ((self.over_budget as u64) << 32)
+    }
+
+    fn unpack(word: u64) -> Self {
+        Self {
+            units: (word & u64::from(u32::MAX)) as usize,
+            over_budget: (word >> 32) as usize,
+        }
+    }
+
+    /// Sets `units` and `over_budget` to this report.
+    fn show(self, units: &Gauge, over_budget: &Gauge) {
+        units.set(self.units as f64);
+        over_budget.set(self.over_budget as f64);
+    }
+}
+
 impl State {
-    fn new(capacity: usize, sources: &[&'static str]) -> Self {
+    fn new(capacity: Capacity, sources: &[&'static str]) -> Self {
         Self {
             sources: sources.into(),
-            capacity: AtomicUsize::new(capacity),
+            capacity: AtomicU64::new(capacity.pack()),
             overloaded: AtomicBool::new(false),
             in_use: AtomicIsize::new(0),
             sheds: (0..sources.len() * REASONS * PRIORITIES)
@@ -201,12 +257,13 @@ impl State {
         }
     }
 
-    /// Sets the capacity gauge to the capacity last reported. Re-reads after
-    /// setting, so of two threads racing here the gauge ends at the later report.
-    fn show_capacity(&self, gauge: &Gauge) {
+    /// Sets the capacity gauges to the capacity last reported. Re-reads after
+    /// setting, so of two threads racing here the gauges end at the later report.
+    fn show_capacity(&self, handles: &Handles) {
         let mut capacity = self.capacity.load(Ordering::Acquire);
         loop {
-            gauge.set(capacity as f64);
+            Capacity::unpack(capacity)
+                .show(&handles.capacity_units, &handles.capacity_over_budget_units);
             let now = self.capacity.load(Ordering::Acquire);
             if now == capacity {
                 return;
@@ -284,6 +341,7 @@ fn recorder_in_force() -> bool {
 struct Names {
     units_in_use: SharedString,
     capacity_units: SharedString,
+    capacity_over_budget_units: SharedString,
     hold_seconds: SharedString,
     wait_seconds: SharedString,
     shed_total: SharedString,
@@ -297,6 +355,7 @@ struct Names {
 struct Handles {
     units_in_use: Gauge,
     capacity_units: Gauge,
+    capacity_over_budget_units: Gauge,
     hold_seconds: Histogram,
     /// One per class, in [`Priority::ALL`]'s order.
     wait_seconds: [Histogram; PRIORITIES],
@@ -331,13 +390,13 @@ const HOW_LABEL: &str = "how";
 
 impl MetricsObserver {
     /// An observer whose metrics are named `<prefix>_units_in_use`,
-    /// `<prefix>_capacity_units`, `<prefix>_hold_seconds`, `<prefix>_wait_seconds`,
+    /// `<prefix>_capacity_units`, `<prefix>_capacity_over_budget_units`, `<prefix>_hold_seconds`, `<prefix>_wait_seconds`,
     /// `<prefix>_shed_total` and `<prefix>_overloaded`.
     ///
     /// The prefix should be `snake_case`, naming what the gate admits (e.g.
     /// `upload_sessions`), and be the gate's own: a second live observer of the
-    /// same prefix, reporting to the same recorder, panics when its gate is built
-    /// (their series would merge). Nothing is registered until the gate starts
+    /// same prefix, reporting to the global recorder, panics when its gate is
+    /// built (their series would merge). Nothing is registered until the gate starts
     /// the observer.
     #[must_use]
     pub fn new(prefix: impl Into<String>) -> Self {
@@ -346,6 +405,7 @@ impl MetricsObserver {
         let names = Names {
             units_in_use: name("units_in_use"),
             capacity_units: name("capacity_units"),
+            capacity_over_budget_units: name("capacity_over_budget_units"),
             hold_seconds: name("hold_seconds"),
             wait_seconds: name("wait_seconds"),
             shed_total: name("shed_total"),
@@ -379,6 +439,13 @@ impl MetricsObserver {
             n.capacity_units.clone(),
             Unit::Count,
             "Capacity of the admission gate in units: the denominator of units_in_use."
+        );
+        metrics::describe_gauge!(
+            n.capacity_over_budget_units.clone(),
+            Unit::Count,
+            "Units of the capacity above what its memory budget allows: the max_units \
+             floor raised a capacity derived from a memory budget, so the gate may \
+             hold more memory than the budget; 0 otherwise."
         );
         metrics::describe_histogram!(
             n.hold_seconds.clone(),
@@ -437,6 +504,14 @@ impl MetricsObserver {
         )
     }
 
+    /// Sets both capacity gauges in the recorder in force.
+    fn show_capacity_through_facade(&self, capacity: Capacity) {
+        capacity.show(
+            &metrics::gauge!(self.names.capacity_units.clone()),
+            &metrics::gauge!(self.names.capacity_over_budget_units.clone()),
+        );
+    }
+
     /// The lease counter of `(source, how)` in the recorder in force.
     fn lease_counter(&self, source: &'static str, how: LeaseEnd) -> Counter {
         metrics::counter!(
@@ -475,8 +550,7 @@ impl MetricsObserver {
     /// real recorder yet).
     fn register_through_facade(&self, state: &State) {
         self.describe();
-        metrics::gauge!(self.names.capacity_units.clone())
-            .set(state.capacity.load(Ordering::Acquire) as f64);
+        self.show_capacity_through_facade(Capacity::unpack(state.capacity.load(Ordering::Acquire)));
         metrics::gauge!(self.names.overloaded.clone())
             .set(gauge_value(state.overloaded.load(Ordering::Acquire)));
         for &source in state.sources.iter() {
@@ -498,6 +572,7 @@ impl MetricsObserver {
         let resolved = Handles {
             units_in_use: metrics::gauge!(n.units_in_use.clone()),
             capacity_units: metrics::gauge!(n.capacity_units.clone()),
+            capacity_over_budget_units: metrics::gauge!(n.capacity_over_budget_units.clone()),
             hold_seconds: metrics::histogram!(n.hold_seconds.clone()),
             wait_seconds: Priority::ALL.map(|priority| self.wait_histogram(priority)),
             shed_total: state
@@ -535,7 +610,7 @@ impl MetricsObserver {
         // in `show_capacity` (`show_overloaded`) sees a value stored before that
         // fence, or that thread sees the handles and shows it itself.
         fence(Ordering::SeqCst);
-        state.show_capacity(&handles.capacity_units);
+        state.show_capacity(handles);
         state.show_overloaded(&handles.overloaded);
         handles
     }
@@ -642,26 +717,29 @@ impl MetricsObserver {
 
 impl admit::Observer for MetricsObserver {
     fn on_start(&self, event: &StartEvent<'_>) {
-        let (capacity, sources) = (event.capacity, event.sources);
+        let capacity = Capacity::new(event.capacity, event.budget_units);
+        let sources = event.sources;
         let mut first = false;
         let state = self.state.get_or_init(|| {
             first = true;
             State::new(capacity, sources)
         });
         if first && recorder_in_force() {
-            let recorder = claim_prefix(&self.prefix);
-            let _ = self.claimed_in.set(recorder);
+            if let Some(recorder) = global_recorder_in_force() {
+                claim_prefix(&self.prefix, recorder);
+                let _ = self.claimed_in.set(recorder);
+            }
         }
         if !first {
             // A second gate on this observer: the labels and handles stay the first
             // one's; the capacity and the overload state are the last reported (a
             // gate starts not overloaded).
-            state.capacity.store(capacity, Ordering::Release);
+            state.capacity.store(capacity.pack(), Ordering::Release);
             state.overloaded.store(false, Ordering::Release);
         }
         if let Some(handles) = self.handles.get() {
             self.describe();
-            state.show_capacity(&handles.capacity_units);
+            state.show_capacity(handles);
             state.show_overloaded(&handles.overloaded);
         } else if recorder_in_force() {
             self.resolve(state);
@@ -696,23 +774,21 @@ impl admit::Observer for MetricsObserver {
     }
 
     fn on_capacity(&self, event: &CapacityEvent) {
-        let capacity = event.capacity;
+        let capacity = Capacity::new(event.capacity, event.budget_units);
         let Some(state) = self.state.get() else {
-            metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
+            self.show_capacity_through_facade(capacity);
             return;
         };
-        state.capacity.store(capacity, Ordering::Release);
+        state.capacity.store(capacity.pack(), Ordering::Release);
         // Pairs with the fence in `resolve`: a resolver whose `show_capacity` missed
         // this store published its handles before that fence, so they are seen here.
         fence(Ordering::SeqCst);
         match self.handles.get() {
-            Some(handles) => state.show_capacity(&handles.capacity_units),
+            Some(handles) => state.show_capacity(handles),
             None if recorder_in_force() => {
                 self.resolve(state);
             }
-            None => {
-                metrics::gauge!(self.names.capacity_units.clone()).set(capacity as f64);
-            }
+            None => self.show_capacity_through_facade(capacity),
         }
     }
 

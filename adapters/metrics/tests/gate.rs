@@ -61,6 +61,7 @@ fn a_new_gate_reads_capacity_and_zeros_for_every_source() {
     });
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
+    assert_eq!(gauge(&m, "uploads_capacity_over_budget_units"), 0.0);
     assert_eq!(gauge(&m, "uploads_units_in_use"), 0.0);
     assert_eq!(
         gauge(&m, "uploads_overloaded"),
@@ -311,4 +312,39 @@ fn sheds_and_waits_carry_the_priority_class() {
         matches!(&m[&waits].value, metrics_util::debugging::DebugValue::Histogram(v) if v.len() == 1),
         "the admission's wait, under its class"
     );
+}
+
+#[test]
+fn a_capacity_raised_above_its_memory_budget_reads_how_far() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let gate = run(&recorder, async {
+        // 1 unit's worth of memory, raised to max_units 2.
+        admit_tokio::gate::<Route>(admit::Capacity::from_memory_budget(100, 100))
+            .max_units(2)
+            .observer(MetricsObserver::new("uploads"))
+            .build()
+            .unwrap()
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 2.0);
+    assert_eq!(gauge(&m, "uploads_capacity_over_budget_units"), 1.0);
+
+    // A budget that covers the floor: back to 0.
+    metrics::with_local_recorder(&recorder, || {
+        gate.resize(admit::Capacity::from_memory_budget(300, 100))
+            .unwrap();
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 3.0);
+    assert_eq!(gauge(&m, "uploads_capacity_over_budget_units"), 0.0);
+
+    // None at all: both units are over it.
+    metrics::with_local_recorder(&recorder, || {
+        gate.resize(admit::Capacity::from_memory_budget(0, 100))
+            .unwrap();
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 2.0);
+    assert_eq!(gauge(&m, "uploads_capacity_over_budget_units"), 2.0);
 }

@@ -339,7 +339,13 @@ async fn resize_resolves_the_capacity_as_the_builder_does() {
         Ok(4)
     );
     assert_eq!(gate.capacity(), 2);
-    // The same capacity again tells the observer nothing.
+    // The same capacity from the same budget again tells the observer nothing.
+    assert_eq!(
+        gate.resize(Capacity::from_memory_budget(8 << 20, 8 << 20)),
+        Ok(2)
+    );
+    assert_eq!(rec.take(), vec![Event::Capacity(2)]);
+    // The same capacity given outright is news: it has no budget any more.
     assert_eq!(gate.resize(2), Ok(2));
     assert_eq!(rec.take(), vec![Event::Capacity(2)]);
 }
@@ -635,7 +641,11 @@ async fn the_limit_follower_resizes_the_gate_from_each_reading_and_ends_when_it_
     limit.store(0, Ordering::SeqCst);
     tick(4).await;
     assert_eq!(gate.capacity(), 2);
-    assert_eq!(rec.take(), vec![Event::Capacity(16), Event::Capacity(2)]);
+    // The first reading kept 4 units but gave them a budget: told too.
+    assert_eq!(
+        rec.take(),
+        vec![Event::Capacity(4), Event::Capacity(16), Event::Capacity(2)]
+    );
 
     gate.close();
     tick(5).await;

@@ -6,7 +6,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use super::inner::Inner;
+use super::inner::{budget_units_of, Inner};
 use super::overload::Overload;
 use super::pace::Pace;
 use crate::loom::sync::AtomicUsize;
@@ -256,11 +256,15 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             pace: Pace::new(),
             overload: self.overload_target.map(Overload::new),
             retry_after_bounds: self.retry_after,
+            budget_units: AtomicUsize::new(budget_units_of(self.capacity)),
         });
         let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
         let mut start = StartEvent::new(capacity, &labels);
         if let Some(target) = self.overload_target {
             start = start.with_overload_target(target);
+        }
+        if self.capacity.is_memory_derived() {
+            start = start.with_budget_units(self.capacity.units());
         }
         inner.observer.on_start(&start);
         let gate = Gate {

@@ -346,7 +346,7 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     /// `false` without a target. The state changes at the first wait seen after an
     /// interval ends (an admission, a shed after parking, a release with nobody
     /// parked, or a look of [`watch_overload`](Self::watch_overload) at an idle
-    /// gate, which the Tokio and smol timers run from `build`).
+    /// gate, which the Tokio, smol and async-std timers run from `build`).
     #[must_use]
     pub fn is_overloaded(&self) -> bool {
         self.inner

@@ -41,9 +41,33 @@ pub(crate) struct Inner<T, O> {
     /// With an overload target: the standing-queue rule.
     pub(crate) overload: Option<Overload>,
     pub(crate) retry_after_bounds: (Duration, Duration),
+    /// The units the memory budget in force allows, or [`NO_BUDGET`] for an
+    /// explicit capacity: what capacity events report beside the capacity.
+    pub(crate) budget_units: AtomicUsize,
+}
+
+/// [`Inner::budget_units`] of an explicit capacity.
+pub(crate) const NO_BUDGET: usize = usize::MAX;
+
+/// What [`Inner::budget_units`] holds for `capacity`.
+pub(crate) const fn budget_units_of(capacity: crate::Capacity) -> usize {
+    if capacity.is_memory_derived() {
+        capacity.units()
+    } else {
+        NO_BUDGET
+    }
 }
 
 impl<T: Timer, O: Observer> Inner<T, O> {
+    /// The capacity in force, with the memory budget's units if it has one.
+    pub(crate) fn capacity_event(&self) -> CapacityEvent {
+        let event = CapacityEvent::new(self.semaphore.capacity());
+        match self.budget_units.load(Ordering::Relaxed) {
+            NO_BUDGET => event,
+            units => event.with_budget_units(units),
+        }
+    }
+
     /// Units parked of `rank`, less those on their way out (shed for a higher
     /// class, or asked to be).
     fn parked_of(&self, rank: usize) -> usize {
@@ -493,8 +517,7 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
     }
 
     fn on_forget(&self) {
-        self.observer
-            .on_capacity(&CapacityEvent::new(self.semaphore.capacity()));
+        self.observer.on_capacity(&self.capacity_event());
     }
 
     fn move_held(&self, from: usize, to: usize, units: usize) {

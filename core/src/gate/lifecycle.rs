@@ -10,6 +10,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 
 use super::builder::resolve_capacity;
+use super::inner::budget_units_of;
 use crate::loom::sync::Ordering;
 use crate::{Capacity, ConfigError, Drain, Gate, Observer, Source, Timer};
 
@@ -59,7 +60,10 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     /// `max_units`. Growing serves parked requests at once, in FIFO order;
     /// shrinking revokes no held permit — units retire as they come back, and
     /// nothing is granted beyond the new capacity meanwhile. The observer hears
-    /// the new capacity ([`Observer::on_capacity`]).
+    /// of a new capacity, or of the same one under another memory budget
+    /// ([`Observer::on_capacity`], with [`CapacityEvent::budget_units`]).
+    ///
+    /// [`CapacityEvent::budget_units`]: crate::CapacityEvent::budget_units
     ///
     /// # Errors
     ///
@@ -68,17 +72,20 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     /// (explicit) below `max_units`; and [`ConfigError::Closed`] once the gate is
     /// closed. The gate is left unchanged.
     pub fn resize(&self, capacity: impl Into<Capacity>) -> Result<usize, ConfigError> {
-        let capacity = resolve_capacity(capacity.into(), self.inner.max_units)?;
+        let asked = capacity.into();
+        let capacity = resolve_capacity(asked, self.inner.max_units)?;
         if self.is_closed() {
             return Err(ConfigError::Closed);
         }
+        let budget = budget_units_of(asked);
+        let budget_changed = self.inner.budget_units.swap(budget, Ordering::Relaxed) != budget;
         let previous = self.inner.semaphore.set_capacity(capacity);
-        if previous != capacity {
+        if previous != capacity || budget_changed {
             // The capacity now, not the one asked for: of two resizes that race,
             // the observer's last word is then the capacity in force.
             self.inner
                 .observer
-                .on_capacity(&crate::CapacityEvent::new(self.inner.semaphore.capacity()));
+                .on_capacity(&self.inner.capacity_event());
         }
         Ok(previous)
     }
@@ -93,7 +100,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// intervals the gate leaves the state. Ends at its first look after the
     /// gate is dropped or closed, or at once without an overload target.
     ///
-    /// A gate whose timer can spawn ([`Timer::spawn`]: the Tokio and smol
+    /// A gate whose timer can spawn ([`Timer::spawn`]: the Tokio, smol and async-std
     /// adapters') runs it from `build`; with another timer, spawn it.
     pub fn watch_overload(&self) -> impl Future<Output = ()> + Send + 'static {
         let inner = alloc::sync::Arc::downgrade(&self.inner);

@@ -87,6 +87,11 @@ pub struct StartEvent<'a> {
     pub sources: &'a [&'static str],
     /// The overload target, if the gate has one.
     pub overload_target: Option<Duration>,
+    /// The units the memory budget allows, for a capacity from
+    /// [`Capacity::from_memory_budget`](crate::Capacity::from_memory_budget).
+    /// Below `capacity` when the builder's `max_units` floor raised it: the gate
+    /// may then hold more memory than the budget.
+    pub budget_units: Option<usize>,
 }
 
 /// [`Observer::on_admit`]: a caller was granted its units.
@@ -219,6 +224,10 @@ pub struct ShedEvent {
 pub struct CapacityEvent {
     /// The capacity now, in units.
     pub capacity: usize,
+    /// The units the memory budget in force allows (the last one given to the
+    /// builder or to [`Gate::resize`]), as for [`StartEvent::budget_units`].
+    #[doc = alloc_item_link!("Gate::resize", "Gate::resize", "struct.Gate.html#method.resize")]
+    pub budget_units: Option<usize>,
 }
 
 /// [`Observer::on_overload`]: the overload rule started or stopped holding.
@@ -246,6 +255,7 @@ impl<'a> StartEvent<'a> {
             capacity,
             sources,
             overload_target: None,
+            budget_units: None,
         }
     }
 
@@ -253,6 +263,13 @@ impl<'a> StartEvent<'a> {
     #[must_use]
     pub const fn with_overload_target(mut self, target: Duration) -> Self {
         self.overload_target = Some(target);
+        self
+    }
+
+    /// The same, with the units a memory budget allows.
+    #[must_use]
+    pub const fn with_budget_units(mut self, units: usize) -> Self {
+        self.budget_units = Some(units);
         self
     }
 }
@@ -337,7 +354,17 @@ impl CapacityEvent {
     /// A capacity change.
     #[must_use]
     pub const fn new(capacity: usize) -> Self {
-        Self { capacity }
+        Self {
+            capacity,
+            budget_units: None,
+        }
+    }
+
+    /// The same, with the units a memory budget allows.
+    #[must_use]
+    pub const fn with_budget_units(mut self, units: usize) -> Self {
+        self.budget_units = Some(units);
+        self
     }
 }
 
