@@ -63,6 +63,14 @@ pub mod __loom {
     pub use crate::safeguard::{expect_failure, switch_off, Safeguard, SwitchedOff};
 }
 
+/// The gate's constants, for the reference models of the `admit-model` crate:
+/// test-only, not part of the API, outside semver.
+#[cfg(feature = "__model")]
+#[doc(hidden)]
+pub mod __model {
+    pub use crate::gate::model_constants::*;
+}
+
 #[doc(hidden)]
 pub use gate::{__label_count, __label_is_snake_case};
 #[cfg(feature = "std")]

@@ -3,8 +3,8 @@
 //! write the role word, the second releaser could see `PENDING` already set and
 //! leave, while the holder's release of the role and its re-serve missed that
 //! releaser's `fetch_add` (store buffering): the waiter stayed parked with both
-//! units free. Loom found that in the first design; the negative control below
-//! keeps finding it.
+//! units free. The negative control below skips that write and loom finds the
+//! lost wake-up.
 
 use core::task::Waker;
 use std::boxed::Box;

@@ -120,7 +120,7 @@ use arbitrary::{Arbitrary, Unstructured};
 
 use crate::counting_waker::CountingWaker;
 use crate::manual_timer::ManualTimer;
-use crate::overload::{micros_of, ModelCodel, ModelPace, PRESS_MARK};
+use crate::overload::{micros_of, ModelCodel, ModelPace, CAP_TARGETS, PRESS_MARK};
 use crate::pick;
 use crate::signal::{Fired, Trigger};
 
@@ -1227,7 +1227,7 @@ impl<'g> GateHarness<'g> {
         Some((units * (1.0 + f64::from(f32::EPSILON))) as usize)
     }
 
-    /// The cap on a wait of `units` while overloaded: twice the target, less
+    /// The cap on a wait of `units` while overloaded: `CAP_TARGETS` targets, less
     /// the time the units it asks for fewer than `max_units` take to come back
     /// to a full gate (nothing before the first release), never below the
     /// target.
@@ -1238,7 +1238,9 @@ impl<'g> GateHarness<'g> {
                     / self.capacity.max(1) as f64,
             )
         });
-        (c.target * 2).saturating_sub(deduction).max(c.target)
+        (c.target * CAP_TARGETS)
+            .saturating_sub(deduction)
+            .max(c.target)
     }
 
     fn longest_now(&self, units: usize, max_wait: Duration) -> Duration {

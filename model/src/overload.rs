@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-/// A queue this many targets long presses the gate.
-pub(crate) const PRESS_MARK: u32 = 4;
-
-/// The longest interval.
-const MAX_INTERVAL: Duration = Duration::from_secs(60);
+// The gate's own numbers: the model follows its rules, not copies of its constants.
+use admit::__model::{
+    CALM_INTERVALS, INTERVAL_HOLDS, MAX_INTERVAL, MAX_WINDOW, MIN_INTERVAL, MIN_WINDOW,
+};
+pub(crate) use admit::__model::{CAP_TARGETS, PRESS_MARK};
 
 /// The gate's mean hold of a unit, with the same `f32` steps.
 #[derive(Debug, Default)]
@@ -25,8 +25,10 @@ pub(crate) struct ModelPace {
 impl ModelPace {
     /// Folds in a release of `units` held for `held`.
     pub(crate) fn record(&mut self, units: usize, held: Duration, capacity: usize) {
-        // Twice the capacity, within 16 and 1024 units.
-        let window = u32::try_from(capacity * 2).unwrap_or(1024).clamp(16, 1024);
+        // Twice the capacity, within the bounds.
+        let window = u32::try_from(capacity * 2)
+            .unwrap_or(MAX_WINDOW)
+            .clamp(MIN_WINDOW, MAX_WINDOW);
         let units = u32::try_from(units).unwrap_or(window).min(window);
         // Past the window (which a shrink may have lowered) the count stays.
         let n = if self.folded < window {
@@ -116,9 +118,9 @@ impl ModelCodel {
 
     pub(crate) fn interval(&self, mean_hold: Option<Duration>) -> Duration {
         mean_hold
-            .map(|m| m * 2)
+            .map(|m| m * INTERVAL_HOLDS)
             .unwrap_or(self.target)
-            .clamp(Duration::from_micros(100), Duration::from_secs(60))
+            .clamp(MIN_INTERVAL, MAX_INTERVAL)
     }
 
     /// Returns the new state if this wait changed it.
@@ -131,15 +133,15 @@ impl ModelCodel {
     ) -> Option<bool> {
         if passed(self.end, now) {
             self.end = stamp(now + self.interval(mean));
-            // Entered above the target; left after two intervals in a row that
-            // saw the queue empty.
+            // Entered above the target; left after `CALM_INTERVALS` in a row
+            // that saw the queue empty.
             let shed = core::mem::take(&mut self.shed);
             let emptied = core::mem::replace(&mut self.emptied, empty) && !shed;
             let overloaded = if !self.overloaded {
                 self.shortest.is_some_and(|s| s > us(self.target))
             } else if emptied {
                 self.calm += 1;
-                self.calm < 2
+                self.calm < CALM_INTERVALS
             } else {
                 self.calm = 0;
                 true

@@ -44,6 +44,29 @@ mod on_drop;
 mod overload;
 #[cfg(feature = "alloc")]
 mod pace;
+
+/// The constants [`crate::__model`] gives the reference models.
+#[cfg(feature = "__model")]
+pub(crate) mod model_constants {
+    use core::time::Duration;
+
+    /// The shortest overload interval.
+    pub const MIN_INTERVAL: Duration = super::overload::MIN_INTERVAL;
+    /// The longest.
+    pub const MAX_INTERVAL: Duration = super::overload::MAX_INTERVAL;
+    /// Intervals in a row that saw the queue empty to leave the overloaded state.
+    pub const CALM_INTERVALS: u32 = super::overload::CALM_INTERVALS;
+    /// Mean holds of a unit per interval.
+    pub const INTERVAL_HOLDS: u32 = super::overload::INTERVAL_HOLDS;
+    /// Targets an overloaded gate lets a request wait.
+    pub const CAP_TARGETS: u32 = super::overload::CAP_TARGETS;
+    /// Targets of queue that press the gate.
+    pub const PRESS_MARK: u32 = super::overload::PRESS_MARK;
+    /// The mean hold's window, fewest units.
+    pub const MIN_WINDOW: u32 = super::pace::MIN_WINDOW;
+    /// Most units.
+    pub const MAX_WINDOW: u32 = super::pace::MAX_WINDOW;
+}
 #[cfg(feature = "alloc")]
 mod permit;
 mod priority;

@@ -104,6 +104,11 @@ pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(60);
 /// An overloaded gate becomes calm again after this many intervals in a row that
 /// each saw its queue empty.
 pub(crate) const CALM_INTERVALS: u32 = 2;
+/// The interval is this many mean holds of a unit (the target before the first
+/// release): long enough that a queue a burst leaves drains within it.
+pub(crate) const INTERVAL_HOLDS: u32 = 2;
+/// An overloaded gate lets a request wait at most this many targets.
+pub(crate) const CAP_TARGETS: u32 = 2;
 /// No wait seen in this interval yet.
 const NONE: u32 = u32::MAX;
 /// A queue this many targets long presses the gate (see
@@ -192,9 +197,10 @@ impl Overload {
         self.target
     }
 
-    /// The longest an overloaded gate lets a request wait: twice the target.
+    /// The longest an overloaded gate lets a request wait: [`CAP_TARGETS`]
+    /// targets.
     pub(crate) fn cap(&self) -> Duration {
-        self.target.saturating_mul(2)
+        self.target.saturating_mul(CAP_TARGETS)
     }
 
     pub(crate) fn is_overloaded(&self) -> bool {
@@ -204,7 +210,7 @@ impl Overload {
     /// The interval for a mean hold of `mean_hold` (`None`: no release yet).
     pub(crate) fn interval(&self, mean_hold: Option<Duration>) -> Duration {
         mean_hold
-            .map(|mean| mean.saturating_mul(2))
+            .map(|mean| mean.saturating_mul(INTERVAL_HOLDS))
             .unwrap_or(self.target)
             .clamp(MIN_INTERVAL, MAX_INTERVAL)
     }
