@@ -269,7 +269,7 @@ impl Role {
         }
     }
 
-    /// One pass: take in the arrivals, settle the retirement, sweep, then close
+    /// One pass: clear `ARRIVED`, settle the retirement, sweep, then close
     /// or grant, and clear `QUEUED` if nobody is left and nobody joined
     /// meanwhile. Returns whether to go again at once (the wake batch filled).
     ///
@@ -281,8 +281,9 @@ impl Role {
         self.server.with_mut(|server| unsafe {
             let server = &mut *server;
             loop {
+                // Each queue takes a park in order itself (the cells by ticket,
+                // the list at its link): nothing to take in but the flag.
                 state.clear_arrived();
-                queue.absorb(state);
                 self.settle(state, server);
                 // Paid up: clear `RETIRING`, so that finding it set again (in the
                 // take for the head) means a shrink posted since, whose units this

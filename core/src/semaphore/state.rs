@@ -415,11 +415,11 @@ impl State {
         self.word.fetch_or(CLOSED, Ordering::AcqRel)
     }
 
-    /// Server only: clears `ARRIVED` before it takes the arrivals, so that a join
+    /// Server only: clears `ARRIVED` before it looks at the queue, so that a join
     /// after that is seen by [`try_clear`](Self::try_clear).
     ///
     /// A plain load first: a stale "clear" only means `try_clear` sees
-    /// `ARRIVED` later and the server absorbs once more.
+    /// `ARRIVED` later and the server passes once more.
     #[inline]
     pub(crate) fn clear_arrived(&self) {
         if self.word.load(Ordering::Relaxed) & ARRIVED != 0 {

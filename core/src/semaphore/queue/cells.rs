@@ -337,11 +337,6 @@ impl Queue for CellQueue {
     }
 
     #[inline]
-    unsafe fn absorb(&self, _state: &State) {
-        // Nothing to take in: the cells are in ticket order already.
-    }
-
-    #[inline]
     unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool {
         let capacity = state.capacity();
         // SAFETY: the caller holds the role.

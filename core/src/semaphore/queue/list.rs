@@ -407,11 +407,6 @@ impl Queue for ListQueue {
     }
 
     #[inline]
-    unsafe fn absorb(&self, _state: &State) {
-        // Nothing to take in: a park links its node itself.
-    }
-
-    #[inline]
     unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool {
         let capacity = state.capacity();
         self.walk(state, wakers, |units| {

@@ -10,7 +10,7 @@
 //! # What the serving pass may assume of a queue
 //!
 //! The pass (`serving.rs`) runs only in the serving role, one thread at a time,
-//! and calls [`absorb`](Queue::absorb), [`sweep_oversize`](Queue::sweep_oversize),
+//! and calls [`sweep_oversize`](Queue::sweep_oversize),
 //! [`close`](Queue::close) and [`grant_from_head`](Queue::grant_from_head). A queue
 //! promises it:
 //!
@@ -51,7 +51,7 @@ pub(crate) use cells::{CellQueue as WaitQueue, Slot};
 pub(crate) use list::{ListQueue as WaitQueue, Slot};
 
 /// A wait queue: the owner's side (park, re-poll, finish, cancel) and the
-/// serving pass's (absorb, sweep, close, grant). See the module docs for what
+/// serving pass's (sweep, close, grant, shed). See the module docs for what
 /// each side may assume.
 pub(crate) trait Queue {
     /// What an acquire future holds of its parked request (structurally pinned).
@@ -93,24 +93,18 @@ pub(crate) trait Queue {
     /// to, whose units (a grant's) or count (a shed's) the caller settles.
     fn cancel(&self, state: &State, slot: Pin<&mut Self::Slot>) -> usize;
 
-    /// Takes in what arrived since the last pass.
-    ///
-    /// # Safety
-    /// The caller holds the role.
-    unsafe fn absorb(&self, state: &State);
-
     /// Fails with `EXCEEDS` every waiting request for more than the capacity.
     /// Returns `false` if the wake batch filled first.
     ///
     /// # Safety
-    /// As for `absorb`.
+    /// The caller holds the role.
     unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool;
 
     /// After a close: fails every request with `CLOSED`, and grants the drain
     /// waiters (requests of 0 units) if `drained`, else leaves them waiting.
     ///
     /// # Safety
-    /// As for `absorb`.
+    /// As for `sweep_oversize`.
     unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop;
 
     /// Resolves with `SHED` waiting requests of the ranks `shedding` has posted
@@ -119,7 +113,7 @@ pub(crate) trait Queue {
     /// batch filled first (what was left posted is put back).
     ///
     /// # Safety
-    /// As for `absorb`.
+    /// As for `sweep_oversize`.
     #[cfg(feature = "alloc")]
     unsafe fn shed(
         &self,
@@ -132,6 +126,6 @@ pub(crate) trait Queue {
     /// capacity fails with `EXCEEDS`.
     ///
     /// # Safety
-    /// As for `absorb`.
+    /// As for `sweep_oversize`.
     unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop;
 }
