@@ -5,12 +5,16 @@
 //! - `state.rs`: the state word (free units and four flags). Every fast path,
 //!   `try_acquire`, the first poll of `acquire` and release, is one
 //!   read-modify-write on it, in every build.
-//! - `queue/`: where a refused request waits, in arrival order, behind one
-//!   interface: with `alloc` a lock-free list of segments of cells, without it
-//!   an intrusive list guarded by a critical section. Its module doc says what
-//!   the serving pass may assume of a queue.
+//! - `queue/`: storage, where a refused request waits, in arrival order, behind
+//!   one interface: with `alloc` a lock-free list of segments of cells, without
+//!   it an intrusive list guarded by a critical section. Its module doc says
+//!   what the serving pass may assume of a queue.
 //! - `serving.rs`: the serving role (whoever finds it free serves, whoever finds
-//!   it taken leaves the work to the holder) and the pass it makes.
+//!   it taken leaves the work to the holder) and the pass it makes, with the
+//!   rule for the head. The rules around a park and a cancel (when to ask for
+//!   service) are [`Semaphore::park`] and [`Semaphore::cancel`]: each rule is
+//!   written once, for both queues, and calls run one way (the semaphore and
+//!   the pass call the queue; the queue calls neither).
 //! - `wait_status.rs`: a parked request's status word and waker: it leaves
 //!   `WAITING` once, by one CAS, and its waker is woken at most once.
 //! - `acquire.rs`, `permit.rs`, `drain.rs`, `blocking.rs`: what users hold.
@@ -19,14 +23,22 @@
 //!
 //! Each is stated, with its argument, in the module it governs:
 //!
-//! 1. `held + available + granted-not-yet-taken == capacity`, and units in use
+//! 1. **Units conserved.**
+//!    `held + available + granted-not-yet-taken == capacity`, and units in use
 //!    never exceed the capacity: units move only by a take that checks they are
 //!    there, or by a release (`state.rs`).
-//! 2. Arrival order is queue order, and only the head is granted (`queue/`).
-//! 3. No barging and no lost wake-up: `QUEUED` stays set while anyone waits, and
-//!    every event that can make the head fit asks for service, which is never
-//!    lost (`serving.rs`).
-//! 4. A request is resolved once and woken at most once (`wait_status.rs`).
+//! 2. **Arrival order.** Queue order is arrival order, and only the head is
+//!    granted (`queue/` invariant *arrival order*).
+//! 3. **No barging, no lost wake-up.** `QUEUED` stays set while anyone waits,
+//!    and every event that can make the head fit asks for service, which is
+//!    never lost (`serving.rs` invariants *no barging* and *no lost wake-up*).
+//! 4. **Resolved once.** A request is resolved once and woken at most once
+//!    (`wait_status.rs`).
+//!
+//! The modules' lists are numbered, but an invariant is cited by its name:
+//! (invariant *name*) for the list of the same file, and
+//! (`queue/segments/` invariant *name*) for another module's, by its path under
+//! `semaphore/` (`semaphore/` is this list).
 //!
 //! # Progress
 //!
@@ -78,7 +90,8 @@ pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
 use crate::safeguard::Safeguard;
-use queue::{Queue, Slot, WaitQueue};
+use queue::{Cancel, Queue, Slot, WaitQueue};
+use serving::{join_needs_service, Role};
 use state::{available, Refused, State, CLOSED, QUEUED, UNITS_OWED};
 use wait_status::status;
 
@@ -115,6 +128,8 @@ use wait_status::status;
 /// for each property.
 pub struct Semaphore {
     state: State,
+    /// The serving role: who serves the queue, and what resizes post for it.
+    role: Role,
     queue: WaitQueue,
     /// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
     /// contended operation touches the state word and the queue's heads together,
@@ -151,6 +166,7 @@ impl Semaphore {
             assert!(capacity <= Semaphore::MAX_UNITS, "capacity exceeds Semaphore::MAX_UNITS");
             Semaphore {
                 state: State::new(capacity),
+                role: Role::new(),
                 queue: WaitQueue::new(),
                 _block: [],
             }
@@ -162,7 +178,7 @@ impl Semaphore {
     #[cfg(feature = "alloc")]
     pub(crate) fn with_shedding(capacity: usize) -> Semaphore {
         let mut semaphore = Semaphore::new(capacity);
-        semaphore.queue.role.enable_shedding();
+        semaphore.role.enable_shedding();
         semaphore
     }
 
@@ -171,9 +187,9 @@ impl Semaphore {
     /// semaphore made without shedding ignores it.
     #[cfg(feature = "alloc")]
     pub(crate) fn shed(&self, rank: u8, units: usize) {
-        if let Some(shedding) = self.queue.role.shedding() {
+        if let Some(shedding) = self.role.shedding() {
             shedding.post(usize::from(rank), units);
-            self.queue.serve(&self.state);
+            self.serve();
         }
     }
 
@@ -181,8 +197,7 @@ impl Semaphore {
     /// owners: on their way out of the queue.
     #[cfg(feature = "alloc")]
     pub(crate) fn shed_pending(&self, rank: u8) -> usize {
-        self.queue
-            .role
+        self.role
             .shedding()
             .map_or(0, |shedding| shedding.pending(usize::from(rank)))
     }
@@ -238,9 +253,9 @@ impl Semaphore {
             // New units are released like returned ones.
             self.state.release(capacity - previous) & UNITS_OWED != 0
         } else if capacity < previous {
-            self.queue.role().post_retirement(previous - capacity);
+            self.role.post_retirement(previous - capacity);
             self.state.start_retiring();
-            self.queue.role().mark_lowered();
+            self.role.mark_lowered();
             true
         } else {
             false
@@ -254,7 +269,7 @@ impl Semaphore {
     /// on it meanwhile (a drain waiter to look at again).
     fn end_resize(&self, owed: bool) {
         if self.state.end_resize() || owed {
-            self.queue.serve(&self.state);
+            self.serve();
         }
     }
 
@@ -278,11 +293,11 @@ impl Semaphore {
         // (after a shrink) were owed to the retirement, and settle it instead.
         self.state.begin_resize();
         let cut = self.state.forget_capacity(units);
-        self.queue.role().post_forget(units - cut);
+        self.role.post_forget(units - cut);
         // Parked requests may no longer fit (the sweep), and a drain may now be
         // complete.
         self.state.order_after_joins();
-        self.queue.role().mark_lowered();
+        self.role.mark_lowered();
         self.end_resize(true);
     }
 
@@ -309,7 +324,7 @@ impl Semaphore {
     /// held stay valid and return their units as usual. Never blocks.
     pub fn close(&self) {
         if self.state.close() & QUEUED != 0 {
-            self.queue.serve(&self.state);
+            self.serve();
         }
     }
 
@@ -403,14 +418,34 @@ impl Semaphore {
     pub(crate) fn release(&self, units: usize) {
         let prev = self.state.release(units);
         if prev & UNITS_OWED != 0 {
-            self.queue.serve(&self.state);
+            self.serve();
         }
     }
 
-    /// Parks a request of `rank` the fast path refused. Returns its phase
-    /// (`WAITING` unless it was resolved meanwhile).
-    pub(crate) fn park(&self, slot: Pin<&mut Slot>, units: usize, rank: u8, waker: Waker) -> usize {
-        self.queue.park(&self.state, slot, units, rank, waker)
+    /// Serves the queue now, or leaves it to the thread that is serving.
+    #[inline]
+    fn serve(&self) {
+        self.role.serve(&self.state, &self.queue);
+    }
+
+    /// Parks a request of `rank` the fast path refused: enqueues it, joins, and
+    /// asks for service if the join shows it could be resolved now. Returns its
+    /// phase (`WAITING` unless it was resolved meanwhile).
+    pub(crate) fn park(
+        &self,
+        mut slot: Pin<&mut Slot>,
+        units: usize,
+        rank: u8,
+        waker: Waker,
+    ) -> usize {
+        self.queue.enqueue(slot.as_mut(), units, rank, waker);
+        let prev = self.state.join();
+        let oversize = self.role.sweep_if_oversize(&self.state, units);
+        let phase = || WaitQueue::phase(&slot);
+        if oversize || join_needs_service(prev, units, phase() != status::WAITING) {
+            self.serve();
+        }
+        phase()
     }
 
     /// The owner of a parked request has read its final phase.
@@ -422,14 +457,27 @@ impl Semaphore {
     /// dropped): whatever it holds goes back; a shed it lost to is settled.
     #[cfg_attr(not(feature = "alloc"), allow(unused_variables))]
     pub(crate) fn cancel(&self, slot: Pin<&mut Slot>, units: usize, rank: u8) {
-        match self.queue.cancel(&self.state, slot) {
+        match self.queue.cancel(slot) {
+            Cancel::Won(waker) => {
+                // It may have been the head, blocking requests that fit in the
+                // free units (Go's canceled-waiter-at-the-front bug): then serve.
+                // With no unit free nobody behind it fits, and the next release
+                // serves. The count's read of the word is ordered with a server
+                // that stopped at this head (`State::cancel_count_out`).
+                let now = self.state.cancel_count_out();
+                let units_free = available(now) > 0 || now & CLOSED != 0;
+                if units_free && Safeguard::CancelServes.on() {
+                    self.serve();
+                }
+                drop(waker); // user code, after all our work
+            }
             // A drain waiter (0 units) holds nothing to give back.
-            status::GRANTED if units != 0 && Safeguard::CancelReleasesGrant.on() => {
+            Cancel::Lost(status::GRANTED) if units != 0 && Safeguard::CancelReleasesGrant.on() => {
                 self.release(units);
             }
             #[cfg(feature = "alloc")]
-            status::SHED => self.settle_shed(rank, units),
-            _ => {}
+            Cancel::Lost(status::SHED) => self.settle_shed(rank, units),
+            Cancel::Lost(_) => {}
         }
     }
 
@@ -463,7 +511,7 @@ impl Semaphore {
     /// The owner of a request of `rank` read `SHED`: it leaves the books.
     #[cfg(feature = "alloc")]
     fn settle_shed(&self, rank: u8, units: usize) {
-        if let Some(shedding) = self.queue.role().shedding() {
+        if let Some(shedding) = self.role.shedding() {
             shedding.settle(usize::from(rank), units);
         }
     }

@@ -4,37 +4,38 @@
 //! - **The role** (`word`): `LOCKED | PENDING`. Whoever finds it free takes it and
 //!   serves; whoever finds it taken sets `PENDING` and leaves, and the holder serves
 //!   again before it lets go. Nobody ever waits for the role.
-//! - **A pass**: the queue takes in what arrived, the server settles what shrinks
-//!   and forgets posted, sweeps for requests the capacity no longer fits if it was
-//!   lowered, then closes every request (after a close) or grants from the head;
-//!   and clears `QUEUED` (and `RETIRING`) once nothing is left, unless a parker
-//!   joined meanwhile.
+//! - **A pass**: the server settles what shrinks and forgets posted, sweeps for
+//!   requests the capacity no longer fits if it was lowered, then closes every
+//!   request (after a close) or resolves the head by one rule for both queues
+//!   ([`head_outcome`]); and clears `QUEUED` (and `RETIRING`) once nothing is
+//!   left, unless a parker joined meanwhile.
 //!
 //! # Invariants
 //!
-//! 1. Only the role holder runs a pass, and touches [`Server`].
-//! 2. When the role is free and `PENDING` clear, every joined, unresolved request
-//!    waits behind a head that does not fit, with `QUEUED` set so that every
-//!    release serves again.
-//! 3. No user code runs in the role: wakers are collected in a [`WakeList`] and
+//! 1. **One server.** Only the role holder runs a pass, and touches [`Server`].
+//! 2. **Blocked at rest.** When the role is free and `PENDING` clear, every
+//!    joined, unresolved request waits behind a head that does not fit, with
+//!    `QUEUED` set so that every release serves again.
+//! 3. **No user code in the role.** Wakers are collected in a [`WakeList`] and
 //!    woken after it is released.
-//! 4. No barging: once a parker has joined, `QUEUED` stays set until its request
-//!    is resolved and a server, with nothing left in the queue, clears it by a
-//!    CAS that fails if anyone joined after its pass began.
-//! 5. No lost wake-up: every event that can make the head fit asks for service
-//!    (a release with `QUEUED` set, a close, a won cancel with a unit free, a
-//!    join that found the units free or its request resolved), and a request
-//!    for service is never lost: it takes the role or sets `PENDING`, which the
-//!    holder reads when it lets go; nor by a waker that panics (the pass the
-//!    holder owed is made while the panic unwinds).
+//! 4. **No barging.** Once a parker has joined, `QUEUED` stays set until its
+//!    request is resolved and a server, with nothing left in the queue, clears
+//!    it by a CAS that fails if anyone joined after its pass began.
+//! 5. **No lost wake-up.** Every event that can make the head fit asks for
+//!    service (a release with `QUEUED` set, a close, a won cancel with a unit
+//!    free, a join that found the units free or its request resolved), and a
+//!    request for service is never lost: it takes the role or sets `PENDING`,
+//!    which the holder reads when it lets go; nor by a waker that panics (the
+//!    pass the holder owed is made while the panic unwinds).
 
 #[cfg(feature = "alloc")]
 use alloc::boxed::Box;
 
-use super::queue::Queue;
+use super::queue::{Queue, Stop};
 #[cfg(feature = "alloc")]
 use super::shedding::Shedding;
-use super::state::{available, State, CLOSED, QUEUED, RETIRING};
+use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
+use super::wait_status::status;
 use super::wake_list::WakeList;
 use crate::loom::loom_const_fn;
 use crate::loom::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
@@ -44,19 +45,6 @@ use crate::safeguard::Safeguard;
 const LOCKED: usize = 1;
 /// `word` bit: someone asked for service while the role was held.
 const PENDING: usize = 1 << 1;
-
-/// Where a walk of the waiting requests stopped.
-pub(crate) enum Stop {
-    /// The wake batch is full: release the role, wake, and go again.
-    BatchFull,
-    /// The queue cannot move until something else happens, which will ask for
-    /// service: the head does not fit, a shrink is owed, the semaphore closed
-    /// mid-pass, a cell claimed but unpublished meets no free unit, or after a
-    /// close the drain waiters wait for every unit back.
-    Blocked,
-    /// Nobody is waiting.
-    Empty,
-}
 
 /// Whether a parker's join, which read the state word `prev`, must ask for
 /// service: it found the semaphore closed, or nobody queued and its `units`
@@ -68,6 +56,30 @@ pub(crate) fn join_needs_service(prev: usize, units: usize, resolved: bool) -> b
     let units_back =
         prev & QUEUED == 0 && available(prev) >= units && Safeguard::JoinServesUnitsBack.on();
     closed || units_back || (resolved && Safeguard::JoinServesResolved.on())
+}
+
+/// What the pass does with a waiting head of `units`: the outcome to resolve it
+/// with (a grant takes the units here), or where to stop.
+fn head_outcome(state: &State, units: usize) -> Result<usize, Stop> {
+    if units > state.capacity() {
+        return Ok(status::EXCEEDS);
+    }
+    match state.take_for_head(units) {
+        HeadTake::Taken => Ok(status::GRANTED),
+        // Closed since this pass looked: leave every request to the next
+        // pass's close, which a drain waiter needs (it waits for the units; it
+        // is never closed). The close served if anyone was queued, and every
+        // request enqueued after it serves at its join, so that pass comes.
+        HeadTake::Closed if Safeguard::ClosedMidPassWaits.on() => Err(Stop::Blocked),
+        HeadTake::Closed => Ok(status::CLOSED),
+        // A shrink posted since this pass settled: stop. It set `ARRIVED`, so
+        // the pass goes round and pays it.
+        HeadTake::Retiring => Err(Stop::Blocked),
+        // Stop: a cancel of this head either is seen by this pass or sees the
+        // units of the release that asked for it, and serves
+        // (`State::cancel_count_out`).
+        HeadTake::DoesNotFit => Err(Stop::Blocked),
+    }
 }
 
 /// The role word and what it guards.
@@ -106,7 +118,7 @@ struct Server {
 }
 
 // SAFETY: `server` is touched only by the role holder, one thread at a time
-// (invariant 1), handed over by the `AcqRel` role word; the rest is atomics.
+// (invariant *one server*), handed over by the `AcqRel` role word; the rest is atomics.
 unsafe impl Send for Role {}
 // SAFETY: as above.
 unsafe impl Sync for Role {}
@@ -319,7 +331,7 @@ impl Role {
                     // the head refuses: the free units went to the retirement,
                     // and a release racing this pass asked for service, so the
                     // next pass pays with its units first.
-                    queue.grant_from_head(state, wakers)
+                    queue.grant_from_head(state, wakers, |units| head_outcome(state, units))
                 };
                 #[cfg(feature = "alloc")]
                 if let Some(shedding) = self.shedding() {

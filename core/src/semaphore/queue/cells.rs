@@ -2,10 +2,10 @@
 //! segment list (`segments/`), in ticket order, and the server (the role holder,
 //! `serving.rs`) walks the cells with the list's cursor.
 //!
-//! - **Park**: claim a ticket, write the units and the waker into its cell,
-//!   publish it (`EMPTY → WAITING`, one CAS), then join in the state word. A
-//!   parker whose cell the server broke meanwhile (`EMPTY → BROKEN`) has not
-//!   arrived: it lets go of that ticket and claims another.
+//! - **Enqueue**: claim a ticket, write the units and the waker into its cell,
+//!   publish it (`EMPTY → WAITING`, one CAS); its owner then joins in the state
+//!   word. A parker whose cell the server broke meanwhile (`EMPTY → BROKEN`)
+//!   has not arrived: it lets go of that ticket and claims another.
 //! - **Re-poll**: with the waker the cell holds (the owner remembers which, in
 //!   a field only it touches), read the phase; with another, register it
 //!   (`wait_status.rs`).
@@ -20,38 +20,39 @@
 //!
 //! # Invariants
 //!
-//! 1. Arrival order is ticket order: a request's cell is published before it
-//!    joins, and only the cell at the cursor is granted (FIFO).
-//! 2. A cell leaves `EMPTY` once: published by its owner or broken by the
-//!    server, by CAS; a broken cell's owner never joined, so no arrival is lost.
-//! 3. A published cell leaves `WAITING` once (`wait_status.rs`); its ticket goes
-//!    back to the list once, after that: by the cancel that won (counted as
-//!    cancelled), or by the owner once it has read a final phase.
-//! 4. No lost wake-up: a server stops only at a head that does not fit (a
-//!    cancel of it reads the state word by a read-modify-write, so either the
-//!    server sees the cancel or the cancel sees the units the server saw free,
-//!    and serves: `State::cancel_count_out`), or at an
-//!    unpublished cell with no unit free (its owner joins after publishing, and
-//!    a release after that join serves).
+//! 1. **Ticket order.** Arrival order is ticket order: a request's cell is
+//!    published before it joins, and only the cell at the cursor is granted
+//!    (FIFO). This is how the cells keep `queue/` invariant *arrival order*.
+//! 2. **Published or broken once.** A cell leaves `EMPTY` once: published by its
+//!    owner or broken by the server, by CAS; a broken cell's owner never joined,
+//!    so no arrival is lost.
+//! 3. **Resolved once, returned once.** A published cell leaves `WAITING` once
+//!    (`wait_status.rs`); its ticket goes back to the list once, after that: by
+//!    the cancel that won (counted as cancelled), or by the owner once it has
+//!    read a final phase.
+//! 4. **No lost wake-up at a stop.** A server stops only at a head the pass's
+//!    rule refuses (a won cancel of it is counted out by a read-modify-write of
+//!    the state word, so either the server sees the cancel or the canceller sees
+//!    the units the server saw free, and serves: `State::cancel_count_out`), or
+//!    at an unpublished cell with no unit free (its owner joins after
+//!    publishing, and a release after that join serves). This is how the cells
+//!    keep `queue/` invariant *a stop that loses nothing*.
 
 use core::pin::Pin;
 use core::task::Waker;
 
 use super::segments::{SegmentCell, Segments, Ticket};
-use super::Queue;
+use super::{Cancel, Queue, Stop};
 use crate::loom::loom_const_fn;
 use crate::loom::sync::UnsafeCell;
 use crate::safeguard::Safeguard;
-use crate::semaphore::serving::{join_needs_service, Role, Stop};
 use crate::semaphore::shedding::{Shedding, RANKS};
-use crate::semaphore::state::{available, HeadTake, State, CLOSED};
+use crate::semaphore::state::{available, State, CLOSED};
 use crate::semaphore::wait_status::{status, WaitStatus, WakerId};
 use crate::semaphore::wake_list::WakeList;
 
+/// The cells, in ticket order; the serving role guards the list's cursor.
 pub(crate) struct CellQueue {
-    /// The serving role, which guards the list's cursor.
-    pub(crate) role: Role,
-    /// The cells.
     pub(crate) segments: Segments<Cell>,
 }
 
@@ -116,7 +117,6 @@ impl CellQueue {
     loom_const_fn! {
         pub(crate) fn new() -> CellQueue {
             CellQueue {
-                role: Role::new(),
                 segments: Segments::new(),
             }
         }
@@ -226,23 +226,9 @@ unsafe fn rank_of(cell: &Cell) -> usize {
 impl Queue for CellQueue {
     type Slot = Slot;
 
+    /// Publishes the request in a cell of its own ticket.
     #[inline]
-    fn role(&self) -> &Role {
-        &self.role
-    }
-
-    /// Parks a request the fast path refused: publishes it in a cell, joins, and
-    /// asks for service if the join shows it could be resolved now. Returns its
-    /// phase (`WAITING` unless it was resolved meanwhile).
-    #[inline]
-    fn park(
-        &self,
-        state: &State,
-        slot: Pin<&mut Slot>,
-        units: usize,
-        rank: u8,
-        waker: Waker,
-    ) -> usize {
+    fn enqueue(&self, slot: Pin<&mut Slot>, units: usize, rank: u8, waker: Waker) {
         let id = WakerId::of(&waker);
         let mut waker = Some(waker);
         let ticket = loop {
@@ -268,14 +254,12 @@ impl Queue for CellQueue {
             self.segments.release(ticket);
         };
         // `Slot` is `Unpin`: the ticket names the cell, which never moves.
-        let slot = slot.get_mut();
-        let cell = slot.ticket.insert(ticket).cell();
-        let prev = state.join();
-        let oversize = self.role.sweep_if_oversize(state, units);
-        if oversize || join_needs_service(prev, units, cell.status.phase() != status::WAITING) {
-            self.serve(state);
-        }
-        cell.status.phase()
+        slot.get_mut().ticket = Some(ticket);
+    }
+
+    #[inline]
+    fn phase(slot: &Slot) -> usize {
+        slot.cell().status.phase()
     }
 
     /// A re-poll of a parked request: its phase, with `waker` registered if it
@@ -305,10 +289,10 @@ impl Queue for CellQueue {
         }
     }
 
-    /// Gives up a parked request (its future is being dropped). Returns the
-    /// units of a grant it had not taken, for the caller to release.
+    /// The cell's phase `WAITING → CANCELLED`; the ticket goes back, counted
+    /// as cancelled if that won.
     #[inline]
-    fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
+    fn cancel(&self, slot: Pin<&mut Slot>) -> Cancel {
         let ticket = slot.get_mut().ticket.take().expect("parked");
         let cell = ticket.cell();
         match cell.status.cancel() {
@@ -316,22 +300,11 @@ impl Queue for CellQueue {
                 // SAFETY: our cancel won.
                 let waker = unsafe { cell.status.take_waker() };
                 self.segments.cancel(ticket);
-                // It may have been the head, blocking requests that fit in the
-                // free units (Go's canceled-waiter-at-the-front bug): then serve.
-                // With no unit free nobody behind it fits, and the next release
-                // serves. The count's read of the word is ordered with a server
-                // that stopped at this head (invariant 4).
-                let now = state.cancel_count_out();
-                let units_free = available(now) > 0 || now & CLOSED != 0;
-                if units_free && Safeguard::CancelServes.on() {
-                    self.serve(state);
-                }
-                drop(waker); // user code, after all our work
-                status::WAITING
+                Cancel::Won(waker)
             }
             phase => {
                 self.segments.release(ticket);
-                phase
+                Cancel::Lost(phase)
             }
         }
     }
@@ -435,7 +408,12 @@ impl Queue for CellQueue {
     }
 
     #[inline]
-    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
+    unsafe fn grant_from_head(
+        &self,
+        state: &State,
+        wakers: &mut WakeList,
+        mut head: impl FnMut(usize) -> Result<usize, Stop>,
+    ) -> Stop {
         loop {
             // SAFETY: the caller holds the role.
             let cell = match unsafe { self.at_cursor(wakers) } {
@@ -446,32 +424,10 @@ impl Queue for CellQueue {
                 status::WAITING => {
                     // SAFETY: read with `Acquire`, published.
                     let units = unsafe { units_of(cell) };
-                    let outcome = if units > state.capacity() {
-                        status::EXCEEDS
-                    } else {
-                        match state.take_for_head(units) {
-                            HeadTake::Taken => status::GRANTED,
-                            // Closed since this pass looked: leave every cell
-                            // to the next pass's close, which a drain waiter
-                            // needs (it waits for the units; it is never
-                            // closed). The close served if anyone was queued,
-                            // and every request published after it serves at
-                            // its join, so that pass comes.
-                            HeadTake::Closed if Safeguard::ClosedMidPassWaits.on() => {
-                                return Stop::Blocked;
-                            }
-                            HeadTake::Closed => status::CLOSED,
-                            // A shrink posted since this pass settled: stop. It
-                            // set `ARRIVED`, so the pass goes round and pays it.
-                            HeadTake::Retiring => return Stop::Blocked,
-                            // Stop: a cancel of this head either is seen by
-                            // this pass or sees the units of the release that
-                            // asked for it, and serves
-                            // (`State::cancel_count_out`).
-                            HeadTake::DoesNotFit => return Stop::Blocked,
-                        }
-                    };
-                    self.resolve(state, cell, units, outcome, wakers);
+                    match head(units) {
+                        Ok(outcome) => self.resolve(state, cell, units, outcome, wakers),
+                        Err(stop) => return stop,
+                    }
                 }
                 status::EMPTY => {
                     let now = state.load();

@@ -2,8 +2,8 @@
 //! that live inside the pinned acquire futures, guarded by a critical section
 //! (`critical-section`, as embassy-sync guards its queues).
 //!
-//! - **Park**: in one section, link the node at the tail; then join in the
-//!   state word.
+//! - **Enqueue**: in one section, link the node at the tail (its owner then
+//!   joins in the state word).
 //! - **Re-poll**: no section: the status word's `REGISTERING` protocol
 //!   (`wait_status.rs`).
 //! - **Cancel**: in one section, the phase `WAITING → CANCELLED` and, if that
@@ -16,22 +16,24 @@
 //!
 //! # Invariants
 //!
-//! 1. A node's links and the list are touched only inside the section; a
-//!    node's units never change once it exists.
-//! 2. A node is listed exactly while its phase is `WAITING`: it is linked
-//!    before it can be resolved, and whoever moves the phase off `WAITING` (the
-//!    server's resolve, the owner's cancel) does so in the section that unlinks
-//!    it.
-//! 3. The server touches a node only inside a section. The owner's finish (or
-//!    cancel) enters the section after the phase it read was written, so the
-//!    server is done with the node before its memory can go.
-//! 4. Each call holds the section for a bounded number of steps, and nothing
-//!    waits for anything else: no drop waits for a serving pass, and every call
-//!    is safe from an interrupt handler that preempts any other (the section
-//!    masks it on a single core).
-//! 5. No lost wake-up at a stop: a server that finds the head does not fit
+//! 1. **Links inside the section.** A node's links and the list are touched
+//!    only inside the section; a node's units never change once it exists.
+//! 2. **Listed while waiting.** A node is listed exactly while its phase is
+//!    `WAITING`: it is linked before it can be resolved, and whoever moves the
+//!    phase off `WAITING` (the server's resolve, the owner's cancel) does so in
+//!    the section that unlinks it.
+//! 3. **Server inside the section.** The server touches a node only inside a
+//!    section. The owner's finish (or cancel) enters the section after the
+//!    phase it read was written, so the server is done with the node before its
+//!    memory can go.
+//! 4. **Bounded sections.** Each call holds the section for a bounded number of
+//!    steps, and nothing waits for anything else: no drop waits for a serving
+//!    pass, and every call is safe from an interrupt handler that preempts any
+//!    other (the section masks it on a single core).
+//! 5. **No lost wake-up at a stop.** A server that finds the head does not fit
 //!    read the units inside the section; a cancel of that head enters the
-//!    section after, and its read of the units sees what the server saw.
+//!    section after, and its read of the units sees what the server saw. This
+//!    is how the list keeps `queue/` invariant *a stop that loses nothing*.
 
 use core::marker::PhantomPinned;
 use core::mem::ManuallyDrop;
@@ -39,13 +41,12 @@ use core::pin::Pin;
 use core::ptr::NonNull;
 use core::task::Waker;
 
-use super::Queue;
+use super::{Cancel, Queue, Stop};
 use crate::loom::loom_const_fn;
 use crate::loom::sync::UnsafeCell;
 use crate::loom::CriticalSection;
 use crate::safeguard::Safeguard;
-use crate::semaphore::serving::{join_needs_service, Role, Stop};
-use crate::semaphore::state::{available, HeadTake, State, CLOSED};
+use crate::semaphore::state::State;
 use crate::semaphore::wait_status::{status, WaitStatus};
 use crate::semaphore::wake_list::WakeList;
 
@@ -53,8 +54,6 @@ use crate::semaphore::wake_list::WakeList;
 mod tests;
 
 pub(crate) struct ListQueue {
-    /// The serving role, which guards the pass.
-    role: Role,
     list: CriticalSection<List>,
 }
 
@@ -66,8 +65,8 @@ struct List {
     walk: Option<NonNull<Node>>,
 }
 
-// SAFETY: the nodes it names are touched only inside the section (invariant 1),
-// whichever thread or handler holds it.
+// SAFETY: the nodes it names are touched only inside the section
+// (invariant *links inside the section*), whichever thread or handler holds it.
 unsafe impl Send for List {}
 
 /// A parked request: inside its future, pinned.
@@ -253,7 +252,6 @@ impl ListQueue {
     loom_const_fn! {
         pub(crate) fn new() -> ListQueue {
             ListQueue {
-                role: Role::new(),
                 list: CriticalSection::new(List::new()),
             }
         }
@@ -267,7 +265,7 @@ impl ListQueue {
         // SAFETY: the caller's.
         unsafe { list.unlink(node) };
         // SAFETY: listed until just now, and the owner cannot let go of it
-        // before it enters the section (invariant 3).
+        // before it enters the section (invariant *server inside the section*).
         match unsafe { node.as_ref() }.status.resolve(outcome) {
             Some(waker) => Step::Resolved(waker),
             // Only a cancel resolves a node besides the server, and it unlinks
@@ -324,19 +322,7 @@ impl Queue for ListQueue {
     type Slot = Slot;
 
     #[inline]
-    fn role(&self) -> &Role {
-        &self.role
-    }
-
-    #[inline]
-    fn park(
-        &self,
-        state: &State,
-        slot: Pin<&mut Slot>,
-        units: usize,
-        _rank: u8,
-        waker: Waker,
-    ) -> usize {
+    fn enqueue(&self, slot: Pin<&mut Slot>, units: usize, _rank: u8, waker: Waker) {
         // SAFETY: the slot is not moved: the node is linked where it is pinned.
         let slot = unsafe { slot.get_unchecked_mut() };
         debug_assert!(slot.node.is_none(), "a request parks once");
@@ -347,13 +333,11 @@ impl Queue for ListQueue {
         // SAFETY: inside the section; the node is pinned, alive until its owner
         // cancels or finishes (both enter the section), and not listed.
         self.list.with(|list| unsafe { list.push_back(node_ptr) });
-        let prev = state.join();
-        let oversize = self.role.sweep_if_oversize(state, units);
-        let resolved = node.status.phase() != status::WAITING;
-        if oversize || join_needs_service(prev, units, resolved) {
-            self.serve(state);
-        }
-        node.status.phase()
+    }
+
+    #[inline]
+    fn phase(slot: &Slot) -> usize {
+        slot.node().status.phase()
     }
 
     #[inline]
@@ -367,17 +351,17 @@ impl Queue for ListQueue {
         let slot = unsafe { slot.get_unchecked_mut() };
         if core::mem::take(&mut slot.parked) && Safeguard::FinishEntersCriticalSection.on() {
             // The server that resolved the node did so in a section that ends
-            // before this one begins (invariant 3).
+            // before this one begins (invariant *server inside the section*).
             self.list.with(|_| ());
         }
     }
 
     #[inline]
-    fn cancel(&self, state: &State, slot: Pin<&mut Slot>) -> usize {
+    fn cancel(&self, slot: Pin<&mut Slot>) -> Cancel {
         // SAFETY: nothing is moved.
         let slot = unsafe { slot.get_unchecked_mut() };
         if !core::mem::take(&mut slot.parked) {
-            return status::WAITING;
+            return Cancel::Lost(status::WAITING);
         }
         let node = slot.node();
         let phase = self.list.with(|list| {
@@ -389,20 +373,9 @@ impl Queue for ListQueue {
             phase
         });
         match phase {
-            status::WAITING => {
-                // SAFETY: our cancel won.
-                let waker = unsafe { node.status.take_waker() };
-                // It may have been the head, blocking requests that fit in the
-                // free units: then serve (invariant 5).
-                let now = state.cancel_count_out();
-                let units_free = available(now) > 0 || now & CLOSED != 0;
-                if units_free && Safeguard::CancelServes.on() {
-                    self.serve(state);
-                }
-                drop(waker); // user code, after all our work
-                status::WAITING
-            }
-            phase => phase,
+            // SAFETY: our cancel won.
+            status::WAITING => Cancel::Won(unsafe { node.status.take_waker() }),
+            phase => Cancel::Lost(phase),
         }
     }
 
@@ -434,36 +407,27 @@ impl Queue for ListQueue {
     }
 
     #[inline]
-    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop {
+    unsafe fn grant_from_head(
+        &self,
+        state: &State,
+        wakers: &mut WakeList,
+        mut head: impl FnMut(usize) -> Result<usize, Stop>,
+    ) -> Stop {
         loop {
             if wakers.is_full() {
                 return Stop::BatchFull;
             }
             let step = self.list.with(|list| {
-                let Some(head) = list.head else {
+                let Some(first) = list.head else {
                     return Step::Stop(Stop::Empty);
                 };
                 // SAFETY: listed, so alive; its units never change.
-                let units = unsafe { head.as_ref() }.units;
-                let outcome = if units > state.capacity() {
-                    status::EXCEEDS
-                } else {
-                    match state.take_for_head(units) {
-                        HeadTake::Taken => status::GRANTED,
-                        // Left to the next pass's close, which a drain waiter
-                        // needs (as in `cells.rs`).
-                        HeadTake::Closed if Safeguard::ClosedMidPassWaits.on() => {
-                            return Step::Stop(Stop::Blocked);
-                        }
-                        HeadTake::Closed => status::CLOSED,
-                        // A shrink posted since this pass settled: it set
-                        // `ARRIVED`, so the pass goes round and pays it.
-                        HeadTake::Retiring => return Step::Stop(Stop::Blocked),
-                        HeadTake::DoesNotFit => return Step::Stop(Stop::Blocked),
-                    }
-                };
-                // SAFETY: inside the section; the head is listed.
-                unsafe { Self::resolve(list, head, outcome) }
+                let units = unsafe { first.as_ref() }.units;
+                match head(units) {
+                    // SAFETY: inside the section; the head is listed.
+                    Ok(outcome) => unsafe { Self::resolve(list, first, outcome) },
+                    Err(stop) => Step::Stop(stop),
+                }
             });
             match step {
                 Step::Resolved(waker) => self.resolved(state, waker, wakers),

@@ -7,12 +7,16 @@
 //!   intrusive list guarded by a critical section, held for a bounded number of
 //!   steps by each call. Safe from an interrupt handler.
 //!
+//! A queue is storage: where requests wait, in order, and how each is resolved
+//! once. When to serve, and what the head gets, are the semaphore's rules
+//! (`Semaphore::park`, `Semaphore::cancel`, `serving.rs`), written once for both.
+//!
 //! # What the serving pass may assume of a queue
 //!
 //! The pass (`serving.rs`) runs only in the serving role, one thread at a time,
-//! and calls [`sweep_oversize`](Queue::sweep_oversize),
-//! [`close`](Queue::close) and [`grant_from_head`](Queue::grant_from_head). A queue
-//! promises it:
+//! and calls [`sweep_oversize`](Queue::sweep_oversize), [`close`](Queue::close),
+//! [`shed`](Queue::shed) and [`grant_from_head`](Queue::grant_from_head). A
+//! queue promises it:
 //!
 //! 1. **Arrival order.** A request is in the queue before it joins in the state
 //!    word (`State::join`), and only the head is ever granted (FIFO).
@@ -20,16 +24,17 @@
 //!    grant, a close, an oversize failure or a shed by the pass, or a cancel by
 //!    its owner. The loser of a grant and a cancel gives the units back (the pass if
 //!    its grant lost, the owner if its cancel did).
-//! 3. **A stop that loses nothing.** `grant_from_head` stops at a head that does
-//!    not fit only so that a cancel of that head, coming after, sees the units
-//!    the pass saw, and serves (`State::cancel_count_out`, or the critical
-//!    section).
+//! 3. **A stop that loses nothing.** `grant_from_head` stops at a head the
+//!    pass's rule refuses only so that a cancel of that head, coming after,
+//!    sees the units the pass saw, and serves (`State::cancel_count_out`, or
+//!    the critical section).
 //! 4. **Bounded work.** Each call does a bounded amount of work per request it
 //!    resolves, and stops with [`Stop::BatchFull`] when the wake batch is full.
 //!    No user code (a waker) runs inside a call.
 //!
-//! The queue's owner-side calls ([`park`](Queue::park), [`repoll`](Queue::repoll),
-//! [`finish`](Queue::finish), [`cancel`](Queue::cancel)) never wait for the pass.
+//! The queue's owner-side calls ([`enqueue`](Queue::enqueue),
+//! [`repoll`](Queue::repoll), [`finish`](Queue::finish), [`cancel`](Queue::cancel))
+//! never wait for the pass.
 
 #[cfg(feature = "alloc")]
 pub(crate) mod cells;
@@ -41,7 +46,6 @@ pub(crate) mod segments;
 use core::pin::Pin;
 use core::task::Waker;
 
-use super::serving::{Role, Stop};
 use super::state::State;
 use super::wake_list::WakeList;
 
@@ -50,36 +54,43 @@ pub(crate) use cells::{CellQueue as WaitQueue, Slot};
 #[cfg(not(feature = "alloc"))]
 pub(crate) use list::{ListQueue as WaitQueue, Slot};
 
-/// A wait queue: the owner's side (park, re-poll, finish, cancel) and the
-/// serving pass's (sweep, close, grant, shed). See the module docs for what
+/// Where a walk of the waiting requests stopped.
+pub(crate) enum Stop {
+    /// The wake batch is full: release the role, wake, and go again.
+    BatchFull,
+    /// The queue cannot move until something else happens, which will ask for
+    /// service: the head does not fit, a shrink is owed, the semaphore closed
+    /// mid-pass, a cell claimed but unpublished meets no free unit, or after a
+    /// close the drain waiters wait for every unit back.
+    Blocked,
+    /// Nobody is waiting.
+    Empty,
+}
+
+/// What an owner's cancel found.
+pub(crate) enum Cancel {
+    /// The cancel won: the request is out of the queue, and this is its waker,
+    /// to be dropped after the caller's work (user code).
+    Won(Option<Waker>),
+    /// It lost to this final phase, which the caller settles (a grant's units,
+    /// a shed's count); `WAITING` if there was nothing to cancel.
+    Lost(usize),
+}
+
+/// A wait queue: the owner's side (enqueue, re-poll, finish, cancel) and the
+/// serving pass's (sweep, close, shed, grant). See the module docs for what
 /// each side may assume.
 pub(crate) trait Queue {
     /// What an acquire future holds of its parked request (structurally pinned).
     type Slot;
 
-    /// The serving role, which guards the queue's pass.
-    fn role(&self) -> &Role;
+    /// Puts a request of `units` and `rank` (`shedding.rs`) the fast path
+    /// refused in the queue, with `waker`: in arrival order, before its owner
+    /// joins in the state word.
+    fn enqueue(&self, slot: Pin<&mut Self::Slot>, units: usize, rank: u8, waker: Waker);
 
-    /// Serves the queue now, or leaves it to the thread that is serving.
-    fn serve(&self, state: &State)
-    where
-        Self: Sized,
-    {
-        self.role().serve(state, self);
-    }
-
-    /// Parks a request of `rank` (`shedding.rs`) the fast path refused:
-    /// enqueues it, joins, and asks for service if the join shows it could be
-    /// resolved now. Returns its phase (`WAITING` unless it was resolved
-    /// meanwhile).
-    fn park(
-        &self,
-        state: &State,
-        slot: Pin<&mut Self::Slot>,
-        units: usize,
-        rank: u8,
-        waker: Waker,
-    ) -> usize;
+    /// The phase of an enqueued request (`wait_status.rs`).
+    fn phase(slot: &Self::Slot) -> usize;
 
     /// A re-poll of a parked request: its phase, with `waker` registered if it
     /// is still waiting. Lock-free in both queues.
@@ -88,10 +99,8 @@ pub(crate) trait Queue {
     /// The owner has read its request's final phase: it lets go of its place.
     fn finish(&self, slot: Pin<&mut Self::Slot>);
 
-    /// Gives up a parked request (its future is being dropped). Returns the
-    /// phase it found: `WAITING` if the cancel won; else the outcome it lost
-    /// to, whose units (a grant's) or count (a shed's) the caller settles.
-    fn cancel(&self, state: &State, slot: Pin<&mut Self::Slot>) -> usize;
+    /// Gives up a parked request (its future is being dropped).
+    fn cancel(&self, slot: Pin<&mut Self::Slot>) -> Cancel;
 
     /// Fails with `EXCEEDS` every waiting request for more than the capacity.
     /// Returns `false` if the wake batch filled first.
@@ -122,10 +131,15 @@ pub(crate) trait Queue {
         wakers: &mut WakeList,
     ) -> Option<usize>;
 
-    /// Grants from the head while it fits; a head that asks for more than the
-    /// capacity fails with `EXCEEDS`.
+    /// Resolves waiting requests from the head, each with the outcome `head`
+    /// gives for its units (taking them, for a grant), until `head` says stop.
     ///
     /// # Safety
     /// As for `sweep_oversize`.
-    unsafe fn grant_from_head(&self, state: &State, wakers: &mut WakeList) -> Stop;
+    unsafe fn grant_from_head(
+        &self,
+        state: &State,
+        wakers: &mut WakeList,
+        head: impl FnMut(usize) -> Result<usize, Stop>,
+    ) -> Stop;
 }

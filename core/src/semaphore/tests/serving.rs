@@ -13,14 +13,13 @@ use core::future::Future;
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll, Waker};
 
-use crate::semaphore::queue::Queue;
 use crate::semaphore::Semaphore;
 
 /// How many times `f` took the serving role.
 fn serves(sem: &Semaphore, f: impl FnOnce()) -> usize {
-    let before = sem.queue.role().roles_taken();
+    let before = sem.role.roles_taken();
     f();
-    sem.queue.role().roles_taken() - before
+    sem.role.roles_taken() - before
 }
 
 fn poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
@@ -183,7 +182,7 @@ fn cancelled_requests_are_let_go_while_the_server_is_descheduled() {
 
     let sem = Semaphore::new(1);
     let held = sem.try_acquire(1).unwrap();
-    assert!(sem.queue.role().take(), "a server, descheduled mid-pass");
+    assert!(sem.role.take(), "a server, descheduled mid-pass");
     let callers = 10_000;
     let mut most_alive = 0;
     for _ in 0..callers / 2 {
@@ -197,7 +196,7 @@ fn cancelled_requests_are_let_go_while_the_server_is_descheduled() {
         most_alive = most_alive.max(sem.queue.segments.live_segments());
     }
     assert_eq!(sem.waiters(), 0);
-    sem.queue.role().serve_and_release(&sem.state, &sem.queue);
+    sem.role.serve_and_release(&sem.state, &sem.queue);
     drop(held);
     assert_eq!(sem.available(), 1);
     // The cursor's segment, and the one being filled.

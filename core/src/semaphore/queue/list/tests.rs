@@ -4,7 +4,6 @@ use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Waker};
 
-use crate::semaphore::queue::Queue;
 use crate::Semaphore;
 
 /// A server is away mid-pass (it holds the role and will not come back before
@@ -27,12 +26,12 @@ fn a_parked_future_dropped_while_a_server_is_away_never_waits() {
         .is_pending());
     assert!(second.as_mut().poll(&mut cx).is_pending());
 
-    assert!(sem.queue.role().take(), "the role was free");
+    assert!(sem.role.take(), "the role was free");
     drop(held); // asks the away server for service
     first.set(None);
     assert_eq!(sem.waiters(), 1, "the cancelled node is gone at once");
 
     // The server comes back and serves what was asked of it meanwhile.
-    sem.queue.role().serve_and_release(&sem.state, &sem.queue);
+    sem.role.serve_and_release(&sem.state, &sem.queue);
     assert!(second.as_mut().poll(&mut cx).is_ready());
 }

@@ -51,9 +51,9 @@ impl<C> Ticket<C> {
     }
 }
 
-// SAFETY: a ticket is a counted reference on its segment (invariant 2), and its
-// cell is shared by the rules of `C`, which is `Send + Sync`: any thread may
-// hold it, and let go of it.
+// SAFETY: a ticket is a counted reference on its segment (`queue/segments/`
+// invariant *counted references*), and its cell is shared by the rules of `C`,
+// which is `Send + Sync`: any thread may hold it, and let go of it.
 unsafe impl<C: Send + Sync> Send for Ticket<C> {}
 // SAFETY: as above; `&Ticket` gives only `cell`.
 unsafe impl<C: Send + Sync> Sync for Ticket<C> {}

@@ -48,7 +48,8 @@ impl<C: SegmentCell> Segments<C> {
             return None; // the first segment is being installed
         }
         let (tail, count) = tail.split_tail();
-        // `tail` is never behind the cursor (invariant 5): elsewhere means past.
+        // `tail` is never behind the cursor (`queue/segments/` invariant
+        // *tail ahead, head unspliced*): elsewhere means past.
         if tail == segment && *index >= count {
             return None;
         }
@@ -136,9 +137,10 @@ impl<C: SegmentCell> Segments<C> {
     }
 
     /// The first segment of the list after the `id`-th, counted, which a
-    /// removal of that segment left: one exists, as a segment is frozen only once
-    /// `tail` has left it (invariant 4), so the walk meets `tail`'s segment or an
-    /// earlier one past `id`.
+    /// removal of that segment left: one exists, as a segment is frozen only
+    /// once `tail` has left it (`queue/segments/` invariant
+    /// *links move forward*), so the walk meets `tail`'s segment or an earlier
+    /// one past `id`.
     fn first_after(&self, id: usize) -> SegmentRef<C> {
         'walk: loop {
             let mut segment = self.head.hold_target().expect("head names a segment");

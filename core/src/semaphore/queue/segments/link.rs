@@ -8,11 +8,12 @@
 //! head, next:   segment address│ 0  │ FROZEN │ PASSING │ in transit
 //! ```
 //!
-//! A link holds `LINK_REF` of its target's count (invariant 2). A reader counts
-//! itself *in transit* in the link word in the same step that reads the address
-//! ([`AtomicWord::hold_target`]); a thread that changes the link hands the counts
-//! of the readers in transit over to the old target ([`let_go_of_link`]), which
-//! is then never freed under a reader.
+//! A link holds `LINK_REF` of its target's count (`queue/segments/` invariant
+//! *counted references*). A reader counts itself *in transit* in the link word
+//! in the same step that reads the address ([`AtomicWord::hold_target`]); a
+//! thread that changes the link hands the counts of the readers in transit over
+//! to the old target ([`let_go_of_link`]), which is then never freed under a
+//! reader.
 
 use core::fmt;
 use core::ptr::NonNull;

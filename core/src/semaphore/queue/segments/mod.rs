@@ -65,29 +65,32 @@
 //!
 //! # Invariants
 //!
-//! 1. Every ticket is claimed once, in order: a claim is a CAS that adds one to
-//!    the count it read, and `tail` leaves a segment only once all its `CELLS`
-//!    tickets are taken.
-//! 2. A segment's count holds its references: its tickets not yet released or
-//!    cancelled (`CELLS` at birth); `TAIL` while `tail` names it, less the helpers
-//!    that `tail`'s count names and that have already let go (the swing adds the
-//!    helpers counted and removes `TAIL`, which exceeds the most helpers there can
-//!    be); `LINK_REF` for each link that names it (a predecessor's `next`, or
-//!    `head`), less its readers in transit, who each give back one; and one for
-//!    each thread holding it while it works (a walker, a pass, a splice).
-//! 3. Nobody touches a segment without holding one of those references, so the
-//!    release that brings the count to zero is the last access but the free, and
-//!    happens once.
-//! 4. A link never names a segment it has left: `next` is empty, then names the
-//!    successor, then (by splices) later segments, then `GONE`. `tail` leaves a
-//!    segment before its link is frozen or let go of, so whoever reads `GONE`
-//!    knows `tail` has moved on.
-//! 5. `tail` is never behind the cursor, and `head` never names a spliced
-//!    segment: a splice's CAS fails on a link flagged `PASSING`, and a segment's
-//!    link is frozen only after `tail` has left it.
-//! 6. A frozen link changes only to `GONE`, by the cleaner of its segment; a
-//!    splice's CAS fails on a frozen link unless it is `head`'s segment's (which
-//!    is passed, never spliced), so no splice goes through a removed segment.
+//! 1. **Claims in order.** Every ticket is claimed once, in order: a claim is a
+//!    CAS that adds one to the count it read, and `tail` leaves a segment only
+//!    once all its `CELLS` tickets are taken.
+//! 2. **Counted references.** A segment's count holds its references: its
+//!    tickets not yet released or cancelled (`CELLS` at birth); `TAIL` while
+//!    `tail` names it, less the helpers that `tail`'s count names and that have
+//!    already let go (the swing adds the helpers counted and removes `TAIL`,
+//!    which exceeds the most helpers there can be); `LINK_REF` for each link
+//!    that names it (a predecessor's `next`, or `head`), less its readers in
+//!    transit, who each give back one; and one for each thread holding it while
+//!    it works (a walker, a pass, a splice).
+//! 3. **Last reference frees.** Nobody touches a segment without holding one of
+//!    those references, so the release that brings the count to zero is the
+//!    last access but the free, and happens once.
+//! 4. **Links move forward.** A link never names a segment it has left: `next`
+//!    is empty, then names the successor, then (by splices) later segments,
+//!    then `GONE`. `tail` leaves a segment before its link is frozen or let go
+//!    of, so whoever reads `GONE` knows `tail` has moved on.
+//! 5. **Tail ahead, head unspliced.** `tail` is never behind the cursor, and
+//!    `head` never names a spliced segment: a splice's CAS fails on a link
+//!    flagged `PASSING`, and a segment's link is frozen only after `tail` has
+//!    left it.
+//! 6. **Frozen links.** A frozen link changes only to `GONE`, by the cleaner of
+//!    its segment; a splice's CAS fails on a frozen link unless it is `head`'s
+//!    segment's (which is passed, never spliced), so no splice goes through a
+//!    removed segment.
 //!
 //! A segment the cursor has left is freed once its last ticket is released, and
 //! a removed one once its splice's winner has cleaned it up and its walkers have
@@ -175,9 +178,9 @@ pub(crate) struct Segments<C> {
 }
 
 // SAFETY: the segments are reached through atomics and references counted per
-// invariant 2, and their cells by whatever rules `C` keeps (it is `Send + Sync`);
-// the cursor only by the serving role, which one thread holds at a time (the
-// caller's promise to `current`, `advance` and `scan`).
+// invariant *counted references*, and their cells by whatever rules `C` keeps
+// (it is `Send + Sync`); the cursor only by the serving role, which one thread
+// holds at a time (the caller's promise to `current`, `advance` and `scan`).
 unsafe impl<C: Send + Sync> Send for Segments<C> {}
 // SAFETY: as above.
 unsafe impl<C: Send + Sync> Sync for Segments<C> {}

@@ -1,6 +1,7 @@
 //! A segment: `CELLS` cells, the link to its successor, and the count of the
-//! references that keep it alive (invariant 2); and [`SegmentRef`], one of those
-//! references held by a thread.
+//! references that keep it alive (`queue/segments/` invariant
+//! *counted references*); and [`SegmentRef`], one of those references held by a
+//! thread.
 //!
 //! What each holder counts:
 //!
@@ -42,8 +43,8 @@ const REFS: usize = CANCEL_UNIT - 1;
 pub(super) struct Segment<C> {
     /// Empty (0), then a link word naming the successor, then `GONE`.
     pub(super) next: AtomicWord<C>,
-    /// The references that keep the segment alive (invariant 2), and its
-    /// cancelled cells above `CANCEL_SHIFT`.
+    /// The references that keep the segment alive (`queue/segments/` invariant
+    /// *counted references*), and its cancelled cells above `CANCEL_SHIFT`.
     refs: AtomicUsize,
     /// The segment's place in the list: its first ticket divided by `CELLS`.
     pub(super) id: usize,
@@ -97,8 +98,8 @@ impl<C> Segment<C> {
     ///
     /// # Safety
     ///
-    /// The caller holds the `n` references (invariant 2) and touches the segment
-    /// through them no more.
+    /// The caller holds the `n` references (`queue/segments/` invariant
+    /// *counted references*) and touches the segment through them no more.
     pub(super) unsafe fn release(segment: NonNull<Segment<C>>, n: usize) {
         // SAFETY: the caller's references keep the segment alive up to this RMW.
         let before = unsafe { segment.as_ref() }
@@ -108,7 +109,8 @@ impl<C> Segment<C> {
         debug_assert!(before & REFS >= n, "segment references underflow");
         if before & REFS == n {
             // SAFETY: the last reference: nobody else can reach the segment
-            // (invariant 3), and `AcqRel` above ordered their accesses before this.
+            // (`queue/segments/` invariant *last reference frees*), and
+            // `AcqRel` above ordered their accesses before this.
             unsafe { Segment::free(segment) };
         }
     }
@@ -157,10 +159,11 @@ impl<C> Segment<C> {
     }
 }
 
-/// One counted reference on a segment, held by this thread (invariant 2): the
-/// segment stays allocated while the guard exists, and the guard's drop lets go
-/// of the reference, freeing the segment if it was the last (invariant 3). So a
-/// segment reached through a guard is alive; each way to make one says whose
+/// One counted reference on a segment, held by this thread (`queue/segments/`
+/// invariant *counted references*): the segment stays allocated while the guard
+/// exists, and the guard's drop lets go of the reference, freeing the segment
+/// if it was the last (`queue/segments/` invariant *last reference frees*). So
+/// a segment reached through a guard is alive; each way to make one says whose
 /// reference it takes, and [`into_raw`](SegmentRef::into_raw) gives one up
 /// where the reference is let go of by other means.
 pub(super) struct SegmentRef<C>(NonNull<Segment<C>>);

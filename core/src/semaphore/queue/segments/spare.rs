@@ -8,12 +8,13 @@
 //! the next allocation instead.
 //!
 //! One slot for the process, since a segment freed by one semaphore serves
-//! another as well: a free swaps its block in (and frees the block it took
-//! out, if any); an allocation swaps the slot empty. Each block is owned by the
-//! slot or by one thread at a time, so neither side ever waits, and a block
-//! taken out is as unshared as a fresh allocation: nobody holds a reference to
-//! a freed segment (the list's invariant 3). `AcqRel` on both swaps: whoever
-//! takes a block sees every access made to it before it was put in.
+//! another as well: a free swaps its block in (and frees the block it took out,
+//! if any); an allocation swaps the slot empty. Each block is owned by the slot
+//! or by one thread at a time, so neither side ever waits, and a block taken
+//! out is as unshared as a fresh allocation: nobody holds a reference to a
+//! freed segment (`queue/segments/` invariant *last reference frees*). `AcqRel`
+//! on both swaps: whoever takes a block sees every access made to it before it
+//! was put in.
 //!
 //! Not in the crate's tests, whose freed segments stay in their quarantine
 //! (`quarantine.rs`), nor under loom, whose atomics cannot be statics (and
