@@ -134,8 +134,8 @@ struct State {
     /// The source labels of the gate, in `Source::ALL` order.
     sources: Box<[&'static str]>,
     /// The capacity last reported (`on_start`, then `on_capacity`), with its
-    /// units over the memory budget: one [`Capacity`] packed, so the two gauges
-    /// always show one report.
+    /// units over the memory budget: one [`CapacityReport`] packed, so the two
+    /// gauges always show one report.
     capacity: AtomicU64,
     /// The overload state last reported: not overloaded at `on_start`, then
     /// `on_overload`.
@@ -160,12 +160,12 @@ enum Counted {
 /// A capacity report: the capacity, and the units of it above what the memory
 /// budget allows (0 for an explicit capacity, or one within its budget).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Capacity {
+struct CapacityReport {
     units: usize,
     over_budget: usize,
 }
 
-impl Capacity {
+impl CapacityReport {
     fn new(units: usize, budget_units: Option<usize>) -> Self {
         Self {
             units,
@@ -193,7 +193,7 @@ impl Capacity {
 }
 
 impl State {
-    fn new(capacity: Capacity, sources: &[&'static str]) -> Self {
+    fn new(capacity: CapacityReport, sources: &[&'static str]) -> Self {
         Self {
             sources: sources.into(),
             capacity: AtomicU64::new(capacity.pack()),
@@ -262,7 +262,7 @@ impl State {
     fn show_capacity(&self, handles: &Handles) {
         let mut capacity = self.capacity.load(Ordering::Acquire);
         loop {
-            Capacity::unpack(capacity)
+            CapacityReport::unpack(capacity)
                 .show(&handles.capacity_units, &handles.capacity_over_budget_units);
             let now = self.capacity.load(Ordering::Acquire);
             if now == capacity {
@@ -505,7 +505,7 @@ impl MetricsObserver {
     }
 
     /// Sets both capacity gauges in the recorder in force.
-    fn show_capacity_through_facade(&self, capacity: Capacity) {
+    fn show_capacity_through_facade(&self, capacity: CapacityReport) {
         capacity.show(
             &metrics::gauge!(self.names.capacity_units.clone()),
             &metrics::gauge!(self.names.capacity_over_budget_units.clone()),
@@ -550,7 +550,9 @@ impl MetricsObserver {
     /// real recorder yet).
     fn register_through_facade(&self, state: &State) {
         self.describe();
-        self.show_capacity_through_facade(Capacity::unpack(state.capacity.load(Ordering::Acquire)));
+        self.show_capacity_through_facade(CapacityReport::unpack(
+            state.capacity.load(Ordering::Acquire),
+        ));
         metrics::gauge!(self.names.overloaded.clone())
             .set(gauge_value(state.overloaded.load(Ordering::Acquire)));
         for &source in state.sources.iter() {
@@ -717,7 +719,7 @@ impl MetricsObserver {
 
 impl admit::Observer for MetricsObserver {
     fn on_start(&self, event: &StartEvent<'_>) {
-        let capacity = Capacity::new(event.capacity, event.budget_units);
+        let capacity = CapacityReport::new(event.capacity, event.budget_units);
         let sources = event.sources;
         let mut first = false;
         let state = self.state.get_or_init(|| {
@@ -774,7 +776,7 @@ impl admit::Observer for MetricsObserver {
     }
 
     fn on_capacity(&self, event: &CapacityEvent) {
-        let capacity = Capacity::new(event.capacity, event.budget_units);
+        let capacity = CapacityReport::new(event.capacity, event.budget_units);
         let Some(state) = self.state.get() else {
             self.show_capacity_through_facade(capacity);
             return;
