@@ -435,11 +435,11 @@ struct Waiter<'g> {
 /// everything is dropped every unit is back.
 #[test]
 fn random_panics_in_hooks_and_wakers_leave_the_books_exact() {
-    let mut blown = 0;
-    for seed in 1..=300_u64 {
-        blown += random_run(seed);
-    }
-    assert!(blown > 1_000, "the runs panicked often: {blown}");
+    // Under miri (which unwinds each panic slowly) a tenth of the seeds: the same
+    // paths, checked for undefined behaviour.
+    let (seeds, often) = if cfg!(miri) { (30, 100) } else { (300, 1_000) };
+    let blown: usize = (1..=seeds).map(random_run).sum();
+    assert!(blown > often, "the runs panicked often: {blown}");
 }
 
 fn random_run(seed: u64) -> usize {
