@@ -376,10 +376,14 @@ fn a_blocked_thread_is_shed_for_a_higher_class_too() {
         .collect();
     // Past the mark with the thread: the gate is pressed.
     let _prefetch: Vec<_> = (0..4).map(|_| park(&gate, Site::Prefetch)).collect();
+    // The lowest class's estimate counts every parked unit, the gate's own
+    // books: it grows once the thread is parked there, not only in the
+    // semaphore's queue (which `waiters` counts a step earlier).
+    let before = gate.retry_after(1);
     std::thread::scope(|s| {
         let low = s.spawn(|| gate.acquire(1, Site::Prefetch).blocking());
-        // Hand-off: the thread has parked.
-        while gate.waiters() < 5 {
+        // Hand-off: the thread has parked, in the semaphore and in the gate.
+        while gate.waiters() < 5 || gate.retry_after(1) <= before {
             std::thread::yield_now();
         }
         let _pull = park(&gate, Site::Pull);
