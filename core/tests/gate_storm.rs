@@ -87,12 +87,46 @@ fn the_gates_invariants_hold_under_an_overloaded_storm() {
         .unwrap();
     let granted = AtomicUsize::new(0);
     let busy = AtomicUsize::new(0);
+    let shed_for = |reason| {
+        let at = ShedReason::ALL.iter().position(|&r| r == reason).unwrap();
+        ledger.sheds[at].load(Ordering::SeqCst)
+    };
+    // Eight threads on four units reach the overload rule and shed for higher
+    // classes, but how soon depends on the machine's schedule (a loaded CI machine
+    // once ran a whole round without either); so the storm runs again, invariants
+    // checked after each round, until both were seen.
+    for round in 1.. {
+        storm(&gate, round, THREADS, OPS, &granted, &busy);
+        check_books(&gate, &ledger, THREADS * OPS * round, &granted, &busy);
+        let by_rule = shed_for(ShedReason::Overload) + shed_for(ShedReason::Hopeless);
+        let outranked = shed_for(ShedReason::Outranked);
+        // Not asserted under miri, whose clock runs at its own pace.
+        if cfg!(miri) || (by_rule > 0 && outranked > 0) {
+            break;
+        }
+        assert!(
+            round < 20,
+            "in {round} rounds: {by_rule} shed by the overload rule, {outranked} for a higher class"
+        );
+    }
+    assert!(!gate.is_closed());
+}
+
+/// One storm: `threads` threads each make `ops` blocking acquires, their sizes and
+/// classes drawn from seeds that differ per round.
+fn storm(
+    gate: &Gate<Site, Clock, Arc<Ledger>>,
+    round: usize,
+    threads: usize,
+    ops: usize,
+    granted: &AtomicUsize,
+    busy: &AtomicUsize,
+) {
     thread::scope(|s| {
-        for t in 0..THREADS {
-            let (gate, granted, busy) = (&gate, &granted, &busy);
+        for t in 0..threads {
             s.spawn(move || {
-                let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (t as u64 + 1);
-                for _ in 0..OPS {
+                let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (t as u64 + 1) ^ ((round as u64) << 32);
+                for _ in 0..ops {
                     seed ^= seed << 13;
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
@@ -116,11 +150,21 @@ fn the_gates_invariants_hold_under_an_overloaded_storm() {
             });
         }
     });
+}
+
+/// The books after a storm: every acquire ended once, each told to the observer once.
+fn check_books(
+    gate: &Gate<Site, Clock, Arc<Ledger>>,
+    ledger: &Ledger,
+    acquires: usize,
+    granted: &AtomicUsize,
+    busy: &AtomicUsize,
+) {
     let sheds: usize = ledger.sheds.iter().map(|n| n.load(Ordering::SeqCst)).sum();
     assert!(ledger.peak.load(Ordering::SeqCst) <= ledger.capacity);
     assert_eq!(
         granted.load(Ordering::SeqCst) + busy.load(Ordering::SeqCst),
-        THREADS * OPS
+        acquires
     );
     assert_eq!(
         ledger.admits.load(Ordering::SeqCst),
@@ -142,24 +186,8 @@ fn the_gates_invariants_hold_under_an_overloaded_storm() {
         "every unit back, nobody parked"
     );
     assert_eq!(
-        gate.estimated_wait(CAPACITY),
+        gate.estimated_wait(ledger.capacity),
         Some(Duration::ZERO),
         "all free"
     );
-    // Eight threads on four units: the storm reaches the rule (not asserted under
-    // miri, whose clock runs at its own pace).
-    let shed_for = |reason| {
-        let at = ShedReason::ALL.iter().position(|&r| r == reason).unwrap();
-        ledger.sheds[at].load(Ordering::SeqCst)
-    };
-    let by_rule = shed_for(ShedReason::Overload) + shed_for(ShedReason::Hopeless);
-    assert!(
-        cfg!(miri) || by_rule > 0,
-        "the storm never reached the overload rule"
-    );
-    assert!(
-        cfg!(miri) || shed_for(ShedReason::Outranked) > 0,
-        "no parked request was shed for a higher class"
-    );
-    assert!(!gate.is_closed());
 }
