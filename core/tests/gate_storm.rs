@@ -92,8 +92,8 @@ fn the_gates_invariants_hold_under_an_overloaded_storm() {
         ledger.sheds[at].load(Ordering::SeqCst)
     };
     // Eight threads on four units reach the overload rule and shed for higher
-    // classes, but how soon depends on the machine's schedule (a loaded CI machine
-    // once ran a whole round without either); so the storm runs again, invariants
+    // classes, but how soon depends on the machine's schedule (on a loaded machine
+    // a whole round can pass without either); so the storm runs again, invariants
     // checked after each round, until both were seen.
     for round in 1.. {
         storm(&gate, round, THREADS, OPS, &granted, &busy);

@@ -1,6 +1,6 @@
-//! Regressions for what the resize/split/merge/forget models found in the core (all
-//! fixed): each failed on the code it was written against, and the replays, which
-//! steered clear of them until then, now run into those states freely.
+//! States that the resize/split/merge/forget models of `admit-model` reach and
+//! that a core can easily get wrong: each test's doc says what goes wrong, and
+//! the model's replays run into these states too.
 // Needs the `alloc` feature (the feature powerset builds every test target).
 #![cfg(feature = "alloc")]
 #![allow(clippy::std_instead_of_core, clippy::std_instead_of_alloc)]
@@ -14,10 +14,10 @@ use admit::{AcquireError, ExceedsCapacity, Gate, Semaphore};
 use support::{ManualTimer, Src};
 use wakers::Task;
 
-/// A grow that found nobody queued ran no serving pass, so the server's record of
-/// the capacity it last swept at stayed at the old, lower value, and a later
-/// shrink to a capacity still at or above it skipped the sweep: a parked request
-/// for more than the new capacity stayed parked. Shrinks now flag the sweep.
+/// A grow that finds nobody queued runs no serving pass, so the server never sees
+/// the grown capacity. A shrink that swept only below the capacity the server last
+/// saw would skip the sweep here, and a parked request for more than the new
+/// capacity would stay parked: every shrink flags the sweep.
 #[test]
 fn a_shrink_after_an_unserved_grow_fails_parked_requests_that_no_longer_fit() {
     let sem = Semaphore::new(4);
@@ -81,8 +81,8 @@ fn a_forget_after_an_unserved_grow_fails_parked_requests_that_no_longer_fit() {
 }
 
 /// Forgetting a permit whose units are owed to a retirement (held above a
-/// lowered capacity) subtracted them from a capacity smaller than they are: an
-/// arithmetic overflow. Units held above the capacity now settle the debt.
+/// lowered capacity) must not subtract them from a capacity smaller than they
+/// are, an arithmetic overflow: units held above the capacity settle the debt.
 #[test]
 fn forgetting_units_held_above_a_lowered_capacity_keeps_the_accounting() {
     let sem = Semaphore::new(4);
@@ -101,9 +101,9 @@ fn forgetting_units_held_above_a_lowered_capacity_keeps_the_accounting() {
     drain.ready();
 }
 
-/// `Gate::in_use` computed `capacity - available`: after a shrink below the units
-/// in use it fell short by the units still owed, while `held_by_source` (and an
-/// observer's gauge) count every held unit. It now counts the units in permits.
+/// `Gate::in_use` counts the units in permits, as `held_by_source` and an
+/// observer's gauge do: `capacity - available` falls short, after a shrink below
+/// the units in use, by the units still owed.
 #[test]
 fn gate_in_use_counts_units_held_above_a_lowered_capacity() {
     let gate = Gate::<Src, _, _>::builder(4)

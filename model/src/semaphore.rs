@@ -59,7 +59,7 @@
 //! dropped future) was called after it was retired, and the semaphore holds no
 //! waker clone (each counting waker's `Arc` is unique again).
 //!
-//! The lifecycle operations found three core bugs, now fixed, with regressions in
+//! The lifecycle states a core most easily gets wrong have plain tests too, in
 //! `core/tests/model_findings.rs`.
 
 use std::collections::VecDeque;
