@@ -33,7 +33,7 @@
 //! has stood for the target already; the interval gives it two more turnovers to
 //! clear, so a burst of up to two gates' worth of requests beyond the target's is
 //! absorbed without an alarm, whatever the scale of the holds (microsecond RPCs or
-//! multi-second uploads). With heavy-tailed holds one turnover was too short: a
+//! multi-second uploads). With heavy-tailed holds one turnover is too short: a
 //! queue above the target for a whole mean hold happens at 0.8× the capacity
 //! (docs/overload.md). It is bounded to [`MIN_INTERVAL`, `MAX_INTERVAL`], and is
 //! the target before the first release.
