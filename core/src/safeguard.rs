@@ -8,6 +8,10 @@
 //! thread (loom and shuttle run a model's threads on the test's thread) until the
 //! returned guard is dropped.
 //!
+//! Each mechanism is switched at one site, the one that makes it (`Safeguard::X.on()`,
+//! checked by this module's test), and its off arm is the smallest change that
+//! removes it: a reader meets each broken variant once, where the mechanism lives.
+//!
 //! The items are `pub` only for `crate::__loom`, which re-exports them, doc-hidden
 //! and outside semver, under `cfg(admit_loom)`; in every other build this module
 //! is private and nothing outside the crate can name them.
@@ -240,4 +244,75 @@ pub fn expect_failure(mechanism: Option<Safeguard>, expected: &str, run: impl Fn
         report.contains(expected),
         "with {mechanism:?} off the model failed, but not with {expected:?}:\n{report}"
     );
+}
+
+#[cfg(all(test, not(admit_loom), not(miri)))]
+#[allow(clippy::std_instead_of_alloc)] // test code on std, in builds without `alloc` too
+mod tests {
+    extern crate std;
+
+    use std::path::Path;
+    use std::string::{String, ToString};
+    use std::vec::Vec;
+    use std::{format, fs};
+
+    /// The non-test sources under `dir`, read into `out`.
+    fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy();
+            if name == "tests" || name == "tests.rs" || name == "safeguard.rs" {
+                continue;
+            }
+            if path.is_dir() {
+                sources(&path, out);
+            } else if name.ends_with(".rs") {
+                out.push((
+                    path.display().to_string(),
+                    fs::read_to_string(&path).unwrap(),
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn each_safeguard_is_switched_at_one_site() {
+        let variants: Vec<&str> = include_str!("safeguard.rs")
+            .split("pub enum Safeguard {")
+            .nth(1)
+            .unwrap()
+            .split("\n}")
+            .next()
+            .unwrap()
+            .lines()
+            .map(str::trim)
+            .filter_map(|line| line.strip_suffix(','))
+            .filter(|name| name.chars().all(char::is_alphanumeric))
+            .collect();
+        assert!(variants.len() > 20, "{variants:?}");
+        let mut files = Vec::new();
+        sources(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        for variant in &variants {
+            let switch = format!("Safeguard::{variant}.on()");
+            let sites: Vec<&str> = files
+                .iter()
+                .flat_map(|(path, text)| {
+                    core::iter::repeat_n(path.as_str(), text.matches(switch.as_str()).count())
+                })
+                .collect();
+            assert_eq!(sites.len(), 1, "{switch} at {sites:?}");
+        }
+        let all = files
+            .iter()
+            .map(|(_, text)| text.matches("Safeguard::").count())
+            .sum::<usize>();
+        assert_eq!(
+            all,
+            variants.len(),
+            "a switch not written `Safeguard::X.on()`"
+        );
+    }
 }

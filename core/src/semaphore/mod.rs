@@ -9,6 +9,8 @@
 //!   one interface: with `alloc` a lock-free list of segments of cells, without
 //!   it an intrusive list guarded by a critical section. Its module doc says
 //!   what the serving pass may assume of a queue.
+//! - `resize.rs`: live capacity: a resize or a forget changes the capacity and
+//!   its units, and posts what it leaves the serving pass to do.
 //! - `serving.rs`: the serving role (whoever finds it free serves, whoever finds
 //!   it taken leaves the work to the holder) and the pass it makes, with the
 //!   rule for the head. The rules around a park and a cancel (when to ask for
@@ -59,6 +61,7 @@ mod drain;
 mod error;
 mod permit;
 pub(crate) mod queue;
+mod resize;
 mod serving;
 #[cfg(feature = "alloc")]
 pub(crate) mod shedding;
@@ -90,8 +93,14 @@ pub use permit::Permit;
 
 use crate::loom::loom_const_fn;
 use crate::safeguard::Safeguard;
+#[cfg(feature = "alloc")]
+use alloc::boxed::Box;
 use queue::{Cancel, Queue, Slot, WaitQueue};
-use serving::{join_needs_service, Role};
+
+use resize::Resizes;
+use serving::{join_needs_service, ServingRole};
+#[cfg(feature = "alloc")]
+use shedding::Shedding;
 use state::{available, Refused, State, CLOSED, QUEUED, UNITS_OWED};
 use wait_status::status;
 
@@ -128,8 +137,14 @@ use wait_status::status;
 /// for each property.
 pub struct Semaphore {
     state: State,
-    /// The serving role: who serves the queue, and what resizes post for it.
-    role: Role,
+    /// Who serves the queue (`serving.rs`).
+    role: ServingRole,
+    /// What resizes and forgets post for the serving pass (`resize.rs`).
+    resizes: Resizes,
+    /// A gate's semaphore's shedding by rank (`shedding.rs`); set before the
+    /// semaphore is shared, never after.
+    #[cfg(feature = "alloc")]
+    shedding: Option<Box<Shedding>>,
     queue: WaitQueue,
     /// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
     /// contended operation touches the state word and the queue's heads together,
@@ -166,7 +181,10 @@ impl Semaphore {
             assert!(capacity <= Semaphore::MAX_UNITS, "capacity exceeds Semaphore::MAX_UNITS");
             Semaphore {
                 state: State::new(capacity),
-                role: Role::new(),
+                role: ServingRole::new(),
+                resizes: Resizes::new(),
+                #[cfg(feature = "alloc")]
+                shedding: None,
                 queue: WaitQueue::new(),
                 _block: [],
             }
@@ -178,7 +196,7 @@ impl Semaphore {
     #[cfg(feature = "alloc")]
     pub(crate) fn with_shedding(capacity: usize) -> Semaphore {
         let mut semaphore = Semaphore::new(capacity);
-        semaphore.role.enable_shedding();
+        semaphore.shedding = Some(Box::new(Shedding::new()));
         semaphore
     }
 
@@ -187,7 +205,7 @@ impl Semaphore {
     /// semaphore made without shedding ignores it.
     #[cfg(feature = "alloc")]
     pub(crate) fn shed(&self, rank: u8, units: usize) {
-        if let Some(shedding) = self.role.shedding() {
+        if let Some(shedding) = self.shedding.as_deref() {
             shedding.post(usize::from(rank), units);
             self.serve();
         }
@@ -197,108 +215,9 @@ impl Semaphore {
     /// owners: on their way out of the queue.
     #[cfg(feature = "alloc")]
     pub(crate) fn shed_pending(&self, rank: u8) -> usize {
-        self.role
-            .shedding()
+        self.shedding
+            .as_deref()
             .map_or(0, |shedding| shedding.pending(usize::from(rank)))
-    }
-
-    /// The capacity in force: the units it was created with, as changed since by
-    /// [`set_capacity`](Self::set_capacity), [`add_units`](Self::add_units) and
-    /// forgotten permits.
-    #[must_use]
-    pub fn capacity(&self) -> usize {
-        self.state.capacity()
-    }
-
-    /// Sets the capacity to `capacity` and returns the previous one. Never blocks.
-    ///
-    /// - **Grow**: the new units are free at once, and parked requests are served
-    ///   from them in FIFO order.
-    /// - **Shrink**: no held permit is revoked. Free units retire at once; the rest
-    ///   retire as permits return them, before anything else is granted, so units in
-    ///   use never exceed the new capacity once the shrink has returned (except
-    ///   those already held above it, which only come back). Parked and later
-    ///   requests for more than the new capacity fail with
-    ///   [`AcquireError::ExceedsCapacity`].
-    ///
-    /// Resizes that race each other end at the capacity of the last to take
-    /// effect. 0 is a capacity like any other (see [`new`](Self::new)), and a
-    /// closed semaphore's capacity still changes (a `Gate` refuses that resize:
-    /// `ConfigError::Closed`).
-    ///
-    /// # Panics
-    ///
-    /// If `capacity > Semaphore::MAX_UNITS`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use admit::Semaphore;
-    ///
-    /// let sem = Semaphore::new(4);
-    /// let held = sem.try_acquire(3).unwrap();
-    /// assert_eq!(sem.set_capacity(2), 4); // 1 free unit retires now, 1 on return
-    /// assert_eq!((sem.capacity(), sem.available()), (2, 0));
-    /// drop(held); // of the 3 coming back, 1 retires
-    /// assert_eq!(sem.available(), 2);
-    /// ```
-    pub fn set_capacity(&self, capacity: usize) -> usize {
-        assert!(
-            capacity <= Semaphore::MAX_UNITS,
-            "capacity exceeds Semaphore::MAX_UNITS"
-        );
-        self.state.begin_resize();
-        let previous = self.state.swap_capacity(capacity);
-        let owed = if capacity > previous {
-            // New units are released like returned ones.
-            self.state.release(capacity - previous) & UNITS_OWED != 0
-        } else if capacity < previous {
-            self.role.post_retirement(previous - capacity);
-            self.state.start_retiring();
-            self.role.mark_lowered();
-            true
-        } else {
-            false
-        };
-        self.end_resize(owed);
-        previous
-    }
-
-    /// After a change of the capacity and its units: serves if the change
-    /// concerns the queue (`owed`), or if a check for every unit back failed
-    /// on it meanwhile (a drain waiter to look at again).
-    fn end_resize(&self, owed: bool) {
-        if self.state.end_resize() || owed {
-            self.serve();
-        }
-    }
-
-    /// Adds `units` to the capacity, free at once (tokio's `add_permits`).
-    ///
-    /// # Panics
-    ///
-    /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
-    pub fn add_units(&self, units: usize) {
-        self.state.begin_resize();
-        let raised = self.state.add_capacity(units);
-        let owed = raised && self.state.release(units) & UNITS_OWED != 0;
-        self.end_resize(owed);
-        assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
-    }
-
-    /// Takes `units` held by a permit out of the semaphore for good: its capacity
-    /// shrinks by them.
-    pub(crate) fn forget(&self, units: usize) {
-        // The capacity shrinks by the units, as far as it goes; units held above it
-        // (after a shrink) were owed to the retirement, and settle it instead.
-        self.state.begin_resize();
-        let cut = self.state.forget_capacity(units);
-        self.role.post_forget(units - cut);
-        // Parked requests may no longer fit (the sweep), and a drain may now be
-        // complete.
-        self.state.order_after_joins();
-        self.role.mark_lowered();
-        self.end_resize(true);
     }
 
     /// Units free right now. A snapshot for diagnostics: it may change at once.
@@ -422,12 +341,6 @@ impl Semaphore {
         }
     }
 
-    /// Serves the queue now, or leaves it to the thread that is serving.
-    #[inline]
-    fn serve(&self) {
-        self.role.serve(&self.state, &self.queue);
-    }
-
     /// Parks a request of `rank` the fast path refused: enqueues it, joins, and
     /// asks for service if the join shows it could be resolved now. Returns its
     /// phase (`WAITING` unless it was resolved meanwhile).
@@ -440,7 +353,7 @@ impl Semaphore {
     ) -> usize {
         self.queue.enqueue(slot.as_mut(), units, rank, waker);
         let prev = self.state.join();
-        let oversize = self.role.sweep_if_oversize(&self.state, units);
+        let oversize = self.resizes.sweep_if_oversize(&self.state, units);
         let phase = || WaitQueue::phase(&slot);
         if oversize || join_needs_service(prev, units, phase() != status::WAITING) {
             self.serve();
@@ -511,7 +424,7 @@ impl Semaphore {
     /// The owner of a request of `rank` read `SHED`: it leaves the books.
     #[cfg(feature = "alloc")]
     fn settle_shed(&self, rank: u8, units: usize) {
-        if let Some(shedding) = self.role.shedding() {
+        if let Some(shedding) = self.shedding.as_deref() {
             shedding.settle(usize::from(rank), units);
         }
     }
@@ -520,12 +433,6 @@ impl Semaphore {
     #[inline]
     pub(crate) fn repoll(&self, slot: &Slot, waker: &Waker) -> usize {
         WaitQueue::repoll(slot, waker)
-    }
-
-    /// Whether every unit is back: available equals the capacity and nothing is
-    /// left to retire.
-    pub(crate) fn all_units_back(&self) -> bool {
-        self.state.all_units_back()
     }
 }
 

@@ -4,7 +4,7 @@
 //! - **The role** (`word`): `LOCKED | PENDING`. Whoever finds it free takes it and
 //!   serves; whoever finds it taken sets `PENDING` and leaves, and the holder serves
 //!   again before it lets go. Nobody ever waits for the role.
-//! - **A pass**: the server settles what shrinks and forgets posted, sweeps for
+//! - **A pass**: the server settles what shrinks and forgets posted (`resize.rs`), sweeps for
 //!   requests the capacity no longer fits if it was lowered, then closes every
 //!   request (after a close) or resolves the head by one rule for both queues
 //!   ([`head_outcome`]); and clears `QUEUED` (and `RETIRING`) once nothing is
@@ -12,7 +12,7 @@
 //!
 //! # Invariants
 //!
-//! 1. **One server.** Only the role holder runs a pass, and touches [`Server`].
+//! 1. **One server.** Only the role holder runs a pass, and touches [`PassState`].
 //! 2. **Blocked at rest.** When the role is free and `PENDING` clear, every
 //!    joined, unresolved request waits behind a head that does not fit, with
 //!    `QUEUED` set so that every release serves again.
@@ -28,17 +28,13 @@
 //!    which the holder reads when it lets go; nor by a waker that panics (the
 //!    pass the holder owed is made while the panic unwinds).
 
-#[cfg(feature = "alloc")]
-use alloc::boxed::Box;
-
 use super::queue::{Queue, Stop};
-#[cfg(feature = "alloc")]
-use super::shedding::Shedding;
 use super::state::{available, HeadTake, State, CLOSED, QUEUED, RETIRING};
 use super::wait_status::status;
 use super::wake_list::WakeList;
+use super::Semaphore;
 use crate::loom::loom_const_fn;
-use crate::loom::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
+use crate::loom::sync::{AtomicUsize, Ordering, UnsafeCell};
 use crate::safeguard::Safeguard;
 
 /// `word` bit: a thread is serving.
@@ -82,24 +78,12 @@ fn head_outcome(state: &State, units: usize) -> Result<usize, Stop> {
     }
 }
 
-/// The role word and what it guards.
-pub(crate) struct Role {
+/// The role word and what only its holder touches.
+pub(crate) struct ServingRole {
     word: AtomicUsize,
-    /// Units a shrink posted for retirement, not yet taken by the server.
-    retire_posted: AtomicUsize,
-    /// Units of forgotten permits that were owed to a retirement (held above the
-    /// capacity in force): they settle that much of the debt.
-    settle_posted: AtomicUsize,
-    /// The capacity was lowered since the server last swept for requests that
-    /// no longer fit.
-    lowered: AtomicBool,
     /// # Safety
     /// The role holder's only.
-    server: UnsafeCell<Server>,
-    /// A gate's semaphore's shedding by rank (`shedding.rs`); set before the
-    /// semaphore is shared, never after.
-    #[cfg(feature = "alloc")]
-    shedding: Option<Box<Shedding>>,
+    server: UnsafeCell<PassState>,
     /// Times a call to `serve` took the role: the unit tests check that no
     /// operation serves when it need not (`semaphore/tests/serving.rs`).
     #[cfg(test)]
@@ -107,10 +91,10 @@ pub(crate) struct Role {
 }
 
 /// What only the serving thread touches.
-struct Server {
+struct PassState {
     /// Units to retire before any grant: posted by shrinks, paid by taking free
     /// units (now, or as releases bring them back), or settled by forgotten
-    /// permits.
+    /// permits (`resize.rs`).
     debt: usize,
     /// A sweep for requests that no longer fit is due (it stopped at a full wake
     /// batch, or the capacity was lowered).
@@ -119,112 +103,29 @@ struct Server {
 
 // SAFETY: `server` is touched only by the role holder, one thread at a time
 // (invariant *one server*), handed over by the `AcqRel` role word; the rest is atomics.
-unsafe impl Send for Role {}
+unsafe impl Send for ServingRole {}
 // SAFETY: as above.
-unsafe impl Sync for Role {}
+unsafe impl Sync for ServingRole {}
 
-impl Role {
+impl ServingRole {
     loom_const_fn! {
-        pub(crate) fn new() -> Role {
-            Role {
+        pub(crate) fn new() -> ServingRole {
+            ServingRole {
                 word: AtomicUsize::new(0),
-                retire_posted: AtomicUsize::new(0),
-                settle_posted: AtomicUsize::new(0),
-                lowered: AtomicBool::new(false),
-                server: UnsafeCell::new(Server {
+                server: UnsafeCell::new(PassState {
                     debt: 0,
                     sweep: false,
                 }),
-                #[cfg(feature = "alloc")]
-                shedding: None,
                 #[cfg(test)]
                 roles_taken: core::sync::atomic::AtomicUsize::new(0),
             }
         }
     }
 
-    /// Gives this role a shedding by rank: before the semaphore is shared.
-    #[cfg(feature = "alloc")]
-    pub(crate) fn enable_shedding(&mut self) {
-        self.shedding = Some(Box::new(Shedding::new()));
-    }
-
-    /// The shedding by rank, if the semaphore has one.
-    #[cfg(feature = "alloc")]
-    pub(crate) fn shedding(&self) -> Option<&Shedding> {
-        self.shedding.as_deref()
-    }
-
     /// Times a call to `serve` took the role, in a test build.
     #[cfg(all(test, not(admit_loom), not(admit_shuttle)))]
     pub(crate) fn roles_taken(&self) -> usize {
         self.roles_taken.load(Ordering::Relaxed)
-    }
-
-    /// A shrink posts `units` for the server to retire; the caller then sets
-    /// `RETIRING`, marks the capacity lowered and asks for service.
-    pub(crate) fn post_retirement(&self, units: usize) {
-        self.retire_posted.fetch_add(units, Ordering::AcqRel);
-    }
-
-    /// The capacity was lowered: the next pass sweeps for requests it no longer
-    /// fits. Called after the lowering's read-modify-write on the state word (a
-    /// shrink's `RETIRING`, a forget's [`State::order_after_joins`]), so that
-    /// the sweep sees every request that joined before it, and a request that
-    /// joined after it sees the lowered capacity
-    /// ([`sweep_if_oversize`](Self::sweep_if_oversize)).
-    ///
-    /// A read-modify-write, not a store: a store could take its place in the
-    /// flag's order before a pass's `swap(false)` that read an earlier mark,
-    /// and be consumed by a pass that never synchronized with it (loom found
-    /// the request left parked). An RMW comes after that swap, or is the value
-    /// the swap reads.
-    pub(crate) fn mark_lowered(&self) {
-        if Safeguard::LoweredMarkIsRmw.on() {
-            self.lowered.swap(true, Ordering::AcqRel);
-        } else {
-            self.lowered.store(true, Ordering::Release);
-        }
-    }
-
-    /// After a parker's join: if its `units` no longer fit the capacity, asks
-    /// for a sweep and returns `true` (the caller then asks for service). A
-    /// lowering after the request checked the capacity reads and writes the
-    /// state word before it marks the capacity lowered: if that came before
-    /// this join, this `Acquire` read of the capacity sees the lowered one;
-    /// if after, the join's publish comes before the mark, and the sweep the
-    /// mark asks for sees the request.
-    pub(crate) fn sweep_if_oversize(&self, state: &State, units: usize) -> bool {
-        if units > state.capacity() && Safeguard::JoinSweepsOversize.on() {
-            self.mark_lowered();
-            true
-        } else {
-            false
-        }
-    }
-
-    /// A forget posts the units it forgot beyond the capacity: those were owed
-    /// to a retirement, and settle it. The caller then marks the capacity
-    /// lowered and asks for service.
-    pub(crate) fn post_forget(&self, owed: usize) {
-        if owed != 0 {
-            self.settle_posted.fetch_add(owed, Ordering::AcqRel);
-        }
-    }
-
-    /// Serves `queue` now, or leaves it to the thread that is serving. Never
-    /// waits: at worst one CAS on the role word and return.
-    ///
-    /// Never inlined: a release calls it only when units are owed, and inlined
-    /// the pass would turn every uncontended release into a call with a large
-    /// frame (measured without `alloc`, docs/benchmarks.md).
-    #[inline(never)]
-    pub(crate) fn serve(&self, state: &State, queue: &impl Queue) {
-        if self.take() {
-            #[cfg(test)]
-            self.roles_taken.fetch_add(1, Ordering::Relaxed);
-            self.serve_and_release(state, queue);
-        }
     }
 
     /// Takes the role if it is free; if it is held, sets `PENDING` for the holder.
@@ -253,29 +154,50 @@ impl Role {
         }
     }
 
-    /// With the role held: serves, releases the role, wakes, and goes again while a
+    /// The holder lets go of the role; returns whether someone asked for
+    /// service meanwhile (`PENDING`).
+    fn let_go(&self) -> bool {
+        self.word.swap(0, Ordering::AcqRel) & PENDING != 0
+    }
+}
+
+impl Semaphore {
+    /// Serves the queue now, or leaves it to the thread that is serving. Never
+    /// waits: at worst one CAS on the role word and return.
+    ///
+    /// Never inlined: a release calls it only when units are owed, and inlined
+    /// the pass would turn every uncontended release into a call with a large
+    /// frame (measured without `alloc`, docs/benchmarks.md).
+    #[inline(never)]
+    pub(super) fn serve(&self) {
+        if self.role.take() {
+            #[cfg(test)]
+            self.role.roles_taken.fetch_add(1, Ordering::Relaxed);
+            self.serve_as_holder();
+        }
+    }
+
+    /// With the role held: serves, lets go of the role, wakes, and goes again while a
     /// wake batch was full or someone asked for service meanwhile.
     ///
     /// A waker that panics does not end the serving: the rest of its batch is
     /// woken as the list drops, then [`ServeOnUnwind`] goes again if this loop
     /// would have, so no request that the free units fit is left parked.
-    pub(crate) fn serve_and_release(&self, state: &State, queue: &impl Queue) {
+    pub(crate) fn serve_as_holder(&self) {
         loop {
             // Declared before the wake list, so dropped after it on unwind.
             let mut on_unwind = ServeOnUnwind {
-                role: self,
-                state,
-                queue,
+                semaphore: self,
                 again: false,
             };
             let mut wakers = WakeList::new();
             // SAFETY: we hold the role.
-            let more = unsafe { self.pass(state, queue, &mut wakers) };
-            let asked = self.word.swap(0, Ordering::AcqRel) & PENDING != 0;
+            let more = unsafe { self.pass(&mut wakers) };
+            let asked = self.role.let_go();
             on_unwind.again = (more || asked) && Safeguard::ServesOnUnwind.on();
             wakers.wake_all();
             on_unwind.again = false;
-            if !(more || asked) || !self.take() {
+            if !(more || asked) || !self.role.take() {
                 return;
             }
         }
@@ -287,16 +209,17 @@ impl Role {
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn pass(&self, state: &State, queue: &impl Queue, wakers: &mut WakeList) -> bool {
+    unsafe fn pass(&self, wakers: &mut WakeList) -> bool {
+        let (state, queue) = (&self.state, &self.queue);
         // SAFETY: the caller holds the role, which guards the server's state
         // and the queue's (`Waiters`).
-        self.server.with_mut(|server| unsafe {
+        self.role.server.with_mut(|server| unsafe {
             let server = &mut *server;
             loop {
                 // Each queue takes a park in order itself (the cells by ticket,
                 // the list at its link): nothing to take in but the flag.
                 state.clear_arrived();
-                self.settle(state, server);
+                self.resizes.pay_debt(state, &mut server.debt);
                 // Paid up: clear `RETIRING`, so that finding it set again (in the
                 // take for the head) means a shrink posted since, whose units this
                 // pass must not grant. If a parker joined or a shrink posted since
@@ -304,14 +227,11 @@ impl Role {
                 if server.debt == 0 && !state.clear_retiring() {
                     continue;
                 }
-                // A load first, as for the posted units (`settle`).
-                if self.lowered.load(Ordering::Relaxed)
-                    && self.lowered.swap(false, Ordering::AcqRel)
-                {
+                if self.resizes.take_lowered() {
                     server.sweep = true;
                 }
                 if server.sweep {
-                    if !queue.sweep_oversize(state, wakers) {
+                    if !self.sweep_oversize(wakers) {
                         // The wake batch filled: wake it, and sweep on next pass.
                         return true;
                     }
@@ -325,7 +245,12 @@ impl Role {
                     // Read apart from any resize in flight: a shrink posted
                     // since the settlement owes units still held.
                     let drained = server.debt == 0 && state.all_units_back();
-                    queue.close(state, drained, wakers)
+                    match queue.close(state, drained, wakers) {
+                        // Drain waiters left keep `QUEUED` set, so that the
+                        // release that brings the last unit back serves them.
+                        Stop::Blocked if !Safeguard::DrainKeepsQueued.on() => Stop::Empty,
+                        stop => stop,
+                    }
                 } else {
                     // While units are owed, `RETIRING` stays set and the take for
                     // the head refuses: the free units went to the retirement,
@@ -334,7 +259,7 @@ impl Role {
                     queue.grant_from_head(state, wakers, |units| head_outcome(state, units))
                 };
                 #[cfg(feature = "alloc")]
-                if let Some(shedding) = self.shedding() {
+                if let Some(shedding) = self.shedding.as_deref() {
                     match stop {
                         // A grant wins: only requests behind a head that does
                         // not fit are shed. Then the head may fit: look again.
@@ -365,22 +290,6 @@ impl Role {
             }
         })
     }
-
-    /// Takes what shrinks and forgets posted into the debt and pays it from the
-    /// free units. Units settled by a forget after this server (or an earlier one)
-    /// already retired some for them come back: the debt never goes below zero.
-    fn settle(&self, state: &State, server: &mut Server) {
-        server.debt += take_posted(&self.retire_posted);
-        let settled = take_posted(&self.settle_posted);
-        if settled > server.debt {
-            // Retired for a debt a forget has since covered: give them back.
-            state.give_back(settled - server.debt);
-            server.debt = 0;
-        } else {
-            server.debt -= settled;
-        }
-        server.debt -= state.retire(server.debt);
-    }
 }
 
 /// What a serving loop still owes when a waker panics out of it: the next pass,
@@ -388,33 +297,17 @@ impl Role {
 /// while the panic unwinds, after the rest of the batch was woken; its own
 /// wakers are user code too, and a second panic aborts, as any panic during an
 /// unwind does.
-struct ServeOnUnwind<'a, Q: Queue> {
-    role: &'a Role,
-    state: &'a State,
-    queue: &'a Q,
+struct ServeOnUnwind<'a> {
+    semaphore: &'a Semaphore,
     /// Set only while the batch is being woken, and only if the loop would go
     /// again.
     again: bool,
 }
 
-impl<Q: Queue> Drop for ServeOnUnwind<'_, Q> {
+impl Drop for ServeOnUnwind<'_> {
     fn drop(&mut self) {
-        if self.again && self.role.take() {
-            self.role.serve_and_release(self.state, self.queue);
+        if self.again && self.semaphore.role.take() {
+            self.semaphore.serve_as_holder();
         }
-    }
-}
-
-/// Takes what shrinks or forgets posted in `posted`, the server only. A load
-/// first: nearly every pass finds nothing posted, and then writes nothing (in a
-/// profile of S4 the three swaps a pass were half of `serve`'s own samples). A post
-/// the load misses is followed by its poster's request for service, which the
-/// role hands to this server as `PENDING` (or to the next one), so a pass that
-/// sees it comes.
-fn take_posted(posted: &AtomicUsize) -> usize {
-    if posted.load(Ordering::Relaxed) == 0 {
-        0
-    } else {
-        posted.swap(0, Ordering::AcqRel)
     }
 }

@@ -215,10 +215,11 @@ impl State {
     /// end's CAS then sees, or that fails because the count fell to zero), so
     /// that a drain waiter is looked at again.
     pub(crate) fn all_units_back(&self) -> bool {
+        let seqlock = Safeguard::ResizeSeqlock.on();
         loop {
             let begun = self.resizes_begun.load(Ordering::Acquire);
             let resizing = self.resizing.load(Ordering::Acquire);
-            if resizing >= ONE_RESIZE && Safeguard::ResizeSeqlock.on() {
+            if resizing >= ONE_RESIZE && seqlock {
                 if resizing & DEFERRED != 0
                     || self
                         .resizing
@@ -236,8 +237,7 @@ impl State {
             }
             let state = self.load();
             let capacity = self.capacity();
-            if self.resizes_begun.load(Ordering::Acquire) != begun && Safeguard::ResizeSeqlock.on()
-            {
+            if self.resizes_begun.load(Ordering::Acquire) != begun && seqlock {
                 // A resize began meanwhile: look again.
                 continue;
             }
@@ -462,7 +462,7 @@ impl State {
 
     /// A read-modify-write that changes nothing: a forget's lowering of the
     /// capacity is then ordered against every parker's join, as a shrink's is
-    /// by its `RETIRING` ([`Role::mark_lowered`](super::serving::Role::mark_lowered)).
+    /// by its `RETIRING` ([`Resizes::mark_lowered`](super::resize::Resizes::mark_lowered)).
     pub(crate) fn order_after_joins(&self) {
         if Safeguard::ForgetOrdersAfterJoins.on() {
             self.word.fetch_add(0, Ordering::AcqRel);

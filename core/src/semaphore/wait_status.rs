@@ -218,12 +218,12 @@ impl WaitStatus {
             to,
             status::GRANTED | status::CLOSED | status::EXCEEDS
         ));
-        if !Safeguard::PhaseCas.on() {
-            self.word.store(to, Ordering::Release);
-            // SAFETY: none: this is the negative control the loom models must catch.
-            return Some(self.waker.with_mut(|w| unsafe { (*w).take() }));
-        }
-        match self.set_while_waiting(to, Ordering::AcqRel) {
+        let waited = if Safeguard::PhaseCas.on() {
+            self.set_while_waiting(to, Ordering::AcqRel)
+        } else {
+            Ok(self.word.swap(to, Ordering::AcqRel))
+        };
+        match waited {
             Err(_) => None,
             Ok(before) if before & status::REGISTERING != 0 => Some(None),
             // SAFETY: the phase is no longer `WAITING` and `REGISTERING` was

@@ -172,37 +172,6 @@ impl CellQueue {
         // SAFETY: the caller's.
         unsafe { self.segments.current() }.ok_or(Stop::Empty)
     }
-
-    /// Resolves with `outcome` (which takes no units) every waiting request from
-    /// the cursor on whose units `matches`. Returns `false` if the wake batch
-    /// filled first.
-    ///
-    /// # Safety
-    /// The caller holds the role.
-    unsafe fn resolve_every(
-        &self,
-        state: &State,
-        outcome: usize,
-        wakers: &mut WakeList,
-        matches: impl Fn(usize) -> bool,
-    ) -> bool {
-        let mut done = true;
-        // SAFETY: the caller's role; no cell is kept.
-        unsafe {
-            self.segments.scan(|cell| {
-                // SAFETY: read with `Acquire`, published.
-                if cell.status.phase() == status::WAITING && matches(units_of(cell)) {
-                    if wakers.is_full() {
-                        done = false;
-                        return false;
-                    }
-                    self.resolve_untaken(state, cell, outcome, wakers);
-                }
-                true
-            });
-        }
-        done
-    }
 }
 
 /// The units of a published cell.
@@ -251,7 +220,7 @@ impl Queue for CellQueue {
             // Broken by a server: this arrival never happened. Take another.
             // SAFETY: never published, so the cell is still ours.
             waker = unsafe { cell.status.take_waker() };
-            self.segments.release(ticket);
+            self.segments.return_ticket(ticket);
         };
         // `Slot` is `Unpin`: the ticket names the cell, which never moves.
         slot.get_mut().ticket = Some(ticket);
@@ -285,7 +254,7 @@ impl Queue for CellQueue {
     #[inline]
     fn finish(&self, slot: Pin<&mut Slot>) {
         if let Some(ticket) = slot.get_mut().ticket.take() {
-            self.segments.release(ticket);
+            self.segments.return_ticket(ticket);
         }
     }
 
@@ -303,17 +272,36 @@ impl Queue for CellQueue {
                 Cancel::Won(waker)
             }
             phase => {
-                self.segments.release(ticket);
+                self.segments.return_ticket(ticket);
                 Cancel::Lost(phase)
             }
         }
     }
 
     #[inline]
-    unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool {
-        let capacity = state.capacity();
-        // SAFETY: the caller holds the role.
-        unsafe { self.resolve_every(state, status::EXCEEDS, wakers, |units| units > capacity) }
+    unsafe fn resolve_every(
+        &self,
+        state: &State,
+        outcome: usize,
+        wakers: &mut WakeList,
+        matches: impl Fn(usize) -> bool,
+    ) -> bool {
+        let mut done = true;
+        // SAFETY: the caller's role; no cell is kept.
+        unsafe {
+            self.segments.scan(|cell| {
+                // SAFETY: read with `Acquire`, published.
+                if cell.status.phase() == status::WAITING && matches(units_of(cell)) {
+                    if wakers.is_full() {
+                        done = false;
+                        return false;
+                    }
+                    self.resolve_untaken(state, cell, outcome, wakers);
+                }
+                true
+            });
+        }
+        done
     }
 
     unsafe fn shed(
@@ -395,15 +383,12 @@ impl Queue for CellQueue {
             unsafe { self.segments.advance() };
         }
         // A drain waiter at the cursor waits for units: close the requests
-        // behind it, and keep `QUEUED` set for the release that brings the
-        // last unit back.
+        // behind it; the queue stays blocked on it.
         // SAFETY: the caller holds the role.
-        if !unsafe { self.resolve_every(state, status::CLOSED, wakers, |units| units != 0) } {
-            Stop::BatchFull
-        } else if Safeguard::DrainKeepsQueued.on() {
+        if unsafe { self.resolve_every(state, status::CLOSED, wakers, |units| units != 0) } {
             Stop::Blocked
         } else {
-            Stop::Empty
+            Stop::BatchFull
         }
     }
 

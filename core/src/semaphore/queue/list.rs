@@ -380,11 +380,14 @@ impl Queue for ListQueue {
     }
 
     #[inline]
-    unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool {
-        let capacity = state.capacity();
-        self.walk(state, wakers, |units| {
-            (units > capacity).then_some(status::EXCEEDS)
-        })
+    unsafe fn resolve_every(
+        &self,
+        state: &State,
+        outcome: usize,
+        wakers: &mut WakeList,
+        matches: impl Fn(usize) -> bool,
+    ) -> bool {
+        self.walk(state, wakers, |units| matches(units).then_some(outcome))
     }
 
     #[inline]
@@ -397,9 +400,8 @@ impl Queue for ListQueue {
         });
         if !done {
             Stop::BatchFull
-        } else if self.list.with(|list| list.head.is_some()) && Safeguard::DrainKeepsQueued.on() {
-            // Drain waiters are left: keep `QUEUED` for the release that brings
-            // the last unit back.
+        } else if self.list.with(|list| list.head.is_some()) {
+            // Drain waiters are left, waiting for the last unit back.
             Stop::Blocked
         } else {
             Stop::Empty

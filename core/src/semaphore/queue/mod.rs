@@ -14,7 +14,7 @@
 //! # What the serving pass may assume of a queue
 //!
 //! The pass (`serving.rs`) runs only in the serving role, one thread at a time,
-//! and calls [`sweep_oversize`](Queue::sweep_oversize), [`close`](Queue::close),
+//! and calls [`resolve_every`](Queue::resolve_every), [`close`](Queue::close),
 //! [`shed`](Queue::shed) and [`grant_from_head`](Queue::grant_from_head). A
 //! queue promises it:
 //!
@@ -56,7 +56,7 @@ pub(crate) use list::{ListQueue as WaitQueue, Slot};
 
 /// Where a walk of the waiting requests stopped.
 pub(crate) enum Stop {
-    /// The wake batch is full: release the role, wake, and go again.
+    /// The wake batch is full: let go of the role, wake, and go again.
     BatchFull,
     /// The queue cannot move until something else happens, which will ask for
     /// service: the head does not fit, a shrink is owed, the semaphore closed
@@ -102,18 +102,26 @@ pub(crate) trait Queue {
     /// Gives up a parked request (its future is being dropped).
     fn cancel(&self, slot: Pin<&mut Self::Slot>) -> Cancel;
 
-    /// Fails with `EXCEEDS` every waiting request for more than the capacity.
-    /// Returns `false` if the wake batch filled first.
+    /// Resolves with `outcome` (which takes no units) every waiting request whose
+    /// units `matches`, in queue order. Returns `false` if the wake batch filled
+    /// first.
     ///
     /// # Safety
     /// The caller holds the role.
-    unsafe fn sweep_oversize(&self, state: &State, wakers: &mut WakeList) -> bool;
+    unsafe fn resolve_every(
+        &self,
+        state: &State,
+        outcome: usize,
+        wakers: &mut WakeList,
+        matches: impl Fn(usize) -> bool,
+    ) -> bool;
 
     /// After a close: fails every request with `CLOSED`, and grants the drain
-    /// waiters (requests of 0 units) if `drained`, else leaves them waiting.
+    /// waiters (requests of 0 units) if `drained`, else leaves them waiting and
+    /// stops with [`Stop::Blocked`].
     ///
     /// # Safety
-    /// As for `sweep_oversize`.
+    /// As for `resolve_every`.
     unsafe fn close(&self, state: &State, drained: bool, wakers: &mut WakeList) -> Stop;
 
     /// Resolves with `SHED` waiting requests of the ranks `shedding` has posted
@@ -122,7 +130,7 @@ pub(crate) trait Queue {
     /// batch filled first (what was left posted is put back).
     ///
     /// # Safety
-    /// As for `sweep_oversize`.
+    /// As for `resolve_every`.
     #[cfg(feature = "alloc")]
     unsafe fn shed(
         &self,
@@ -135,7 +143,7 @@ pub(crate) trait Queue {
     /// gives for its units (taking them, for a grant), until `head` says stop.
     ///
     /// # Safety
-    /// As for `sweep_oversize`.
+    /// As for `resolve_every`.
     unsafe fn grant_from_head(
         &self,
         state: &State,

@@ -169,12 +169,11 @@ fn park_and_cancel_serve_only_when_there_is_work() {
     drop(one);
 }
 
-/// What was issue 9's defect (docs/design.md, "Known limits", until the cell
-/// queue): only the role holder let go of cancelled nodes, so while it was
-/// descheduled every cancel left its node behind, and the memory held grew with
-/// the callers that gave up meanwhile, not with the requests parked at once (in
-/// the oversubscribed storm, S10, by hundreds of MiB in half a second). Now a
-/// cancel that completes a segment removes it, with the role held elsewhere.
+/// Memory follows the requests parked at once, not the callers that gave up: a
+/// cancel that completes a segment removes it, with the role held elsewhere. If
+/// only the role holder let go of cancelled cells, then while it is descheduled
+/// every cancel would leave its cell behind (in the oversubscribed storm, S10,
+/// hundreds of MiB in half a second).
 #[cfg(feature = "alloc")]
 #[test]
 fn cancelled_requests_are_let_go_while_the_server_is_descheduled() {
@@ -196,7 +195,7 @@ fn cancelled_requests_are_let_go_while_the_server_is_descheduled() {
         most_alive = most_alive.max(sem.queue.segments.live_segments());
     }
     assert_eq!(sem.waiters(), 0);
-    sem.role.serve_and_release(&sem.state, &sem.queue);
+    sem.serve_as_holder();
     drop(held);
     assert_eq!(sem.available(), 1);
     // The cursor's segment, and the one being filled.

@@ -10,7 +10,7 @@ use super::{SegmentCell, Segments, CELLS};
 use crate::loom::sync::Ordering;
 use crate::safeguard::Safeguard;
 
-/// A claimed ticket: its cell, kept alive until [`Segments::release`] or
+/// A claimed ticket: its cell, kept alive until [`Segments::return_ticket`] or
 /// [`Segments::cancel`] takes the ticket. One word, so that an acquire future
 /// stays small: the segment's address with the cell's index in the low bits its
 /// alignment leaves free.
@@ -185,7 +185,7 @@ impl<C: SegmentCell> Segments<C> {
                     };
                     // SAFETY: `tail`'s reference, which the swing ended; by the
                     // caller, not the last.
-                    unsafe { Segment::release(full, handed_over) };
+                    unsafe { Segment::drop_refs(full, handed_over) };
                     return;
                 }
                 Err(actual) => word = actual,
@@ -194,7 +194,7 @@ impl<C: SegmentCell> Segments<C> {
     }
 
     /// Lets go of a ticket: its holder is done with its cell.
-    pub(crate) fn release(&self, ticket: Ticket<C>) {
+    pub(crate) fn return_ticket(&self, ticket: Ticket<C>) {
         drop(ticket.into_ref());
     }
 }

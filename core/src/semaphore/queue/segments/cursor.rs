@@ -71,7 +71,7 @@ impl<C: SegmentCell> Segments<C> {
     /// `PASSING`: swings `head` to the segment the link names (unless someone
     /// has), and the thread whose swing won lets go of the link.
     pub(super) fn finish_pass(&self, passed: &SegmentRef<C>) {
-        let Some(next) = passed.next.hold_target() else {
+        let Some(next) = passed.next.follow() else {
             return; // let go of already: `head` has moved
         };
         // The reference `head` will hold.
@@ -113,7 +113,7 @@ impl<C: SegmentCell> Segments<C> {
     pub(crate) unsafe fn scan(&self, mut visit: impl FnMut(&C) -> bool) {
         // SAFETY: the caller's role.
         let mut from = self.index.with_mut(|i| unsafe { *i });
-        let Some(mut segment) = self.head.hold_target() else {
+        let Some(mut segment) = self.head.follow() else {
             return; // nothing was ever claimed
         };
         loop {
@@ -123,7 +123,7 @@ impl<C: SegmentCell> Segments<C> {
                 }
             }
             from = 0;
-            let next = segment.next.hold_target().or_else(|| {
+            let next = segment.next.follow().or_else(|| {
                 // The end, or `segment` was removed and cleaned up (its cells
                 // all cancelled, and visited): go on from what follows it.
                 (segment.next.load(Ordering::Acquire) != 0 && Safeguard::ScanFindsItsWay.on())
@@ -143,7 +143,7 @@ impl<C: SegmentCell> Segments<C> {
     /// one past `id`.
     fn first_after(&self, id: usize) -> SegmentRef<C> {
         'walk: loop {
-            let mut segment = self.head.hold_target().expect("head names a segment");
+            let mut segment = self.head.follow().expect("head names a segment");
             loop {
                 if segment.id > id {
                     return segment;
@@ -154,7 +154,7 @@ impl<C: SegmentCell> Segments<C> {
                     0,
                     "the list ended before"
                 );
-                match segment.next.hold_target() {
+                match segment.next.follow() {
                     Some(next) => segment = next,
                     // `segment` was removed meanwhile: start again.
                     None => continue 'walk,

@@ -10,7 +10,7 @@
 //!
 //! A link holds `LINK_REF` of its target's count (`queue/segments/` invariant
 //! *counted references*). A reader counts itself *in transit* in the link word
-//! in the same step that reads the address ([`AtomicWord::hold_target`]); a
+//! in the same step that reads the address ([`AtomicWord::follow`]); a
 //! thread that changes the link hands the counts of the readers in transit over
 //! to the old target ([`let_go_of_link`]), which is then never freed under a
 //! reader.
@@ -179,12 +179,12 @@ impl<C> AtomicWord<C> {
         }
     }
 
-    /// Holds the segment this link names, if it names one: counts a reference on
-    /// it for the caller. The read and a reader's count in the link word are one
+    /// Follows the link to the segment it names, if any, with a reference counted
+    /// for the caller. The read and a reader's count in the link word are one
     /// step; the count then moves to the segment, and is given back to the link
     /// unless the link has changed and handed it over (links never come back to
     /// a segment they left, so an unchanged address means unchanged).
-    pub(super) fn hold_target(&self) -> Option<SegmentRef<C>> {
+    pub(super) fn follow(&self) -> Option<SegmentRef<C>> {
         let mut word = self.load(Ordering::Acquire);
         let segment = loop {
             let segment = word.target()?;
@@ -230,6 +230,6 @@ pub(super) unsafe fn let_go_of_link<C>(old: Word<C>) {
     if let Some(segment) = old.target() {
         // SAFETY: the link's reference, less what its readers in transit
         // will give back one by one.
-        unsafe { Segment::release(segment, LINK_REF - (old & TRANSIT)) };
+        unsafe { Segment::drop_refs(segment, LINK_REF - (old & TRANSIT)) };
     }
 }

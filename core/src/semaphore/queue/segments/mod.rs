@@ -219,7 +219,7 @@ impl<C> Segments<C> {
         debug_assert!(count <= CELLS, "a helper outlived the list");
         // SAFETY: `tail`'s reference and those of its tickets never claimed;
         // the link or `head` behind it keeps it alive for the walk below.
-        unsafe { Segment::release(tail, TAIL + CELLS - count.min(CELLS)) };
+        unsafe { Segment::drop_refs(tail, TAIL + CELLS - count.min(CELLS)) };
         let mut segment = self.head.load(Ordering::Acquire).target().expect("head");
         loop {
             // SAFETY: `head`'s reference, or the link's we took over below.
@@ -229,7 +229,7 @@ impl<C> Segments<C> {
                 .load(Ordering::Acquire);
             // SAFETY: that reference; with every ticket released and `tail`'s
             // gone, the last one.
-            unsafe { Segment::release(segment, LINK_REF) };
+            unsafe { Segment::drop_refs(segment, LINK_REF) };
             let Some(next) = next.target() else {
                 break;
             };

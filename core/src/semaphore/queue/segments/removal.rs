@@ -34,7 +34,7 @@ impl<C: SegmentCell> Segments<C> {
             completed.next.fetch_or(FROZEN, Ordering::AcqRel);
         }
         'walk: loop {
-            let mut pred = self.head.hold_target().expect("head names a segment");
+            let mut pred = self.head.follow().expect("head names a segment");
             let mut pred_is_head = true;
             loop {
                 if pred.id >= completed.id {
@@ -51,7 +51,7 @@ impl<C: SegmentCell> Segments<C> {
                 if word & PASSING != 0 || (word & FROZEN != 0 && !pred_is_head) {
                     continue 'walk;
                 }
-                let Some(next) = pred.next.hold_target() else {
+                let Some(next) = pred.next.follow() else {
                     // Empty: the end of the list, `completed` not met (spliced
                     // out by another). Otherwise `pred` was cleaned up meanwhile.
                     if pred.next.load(Ordering::Acquire) == 0 {
@@ -87,7 +87,7 @@ impl<C: SegmentCell> Segments<C> {
     /// that did, cleans `frozen` up. Returns whether this thread's CAS did.
     fn splice(&self, pred: &SegmentRef<C>, frozen: &SegmentRef<C>, pred_is_head: bool) -> bool {
         // `frozen`'s link is frozen: its target stays until `frozen` is cleaned up.
-        let Some(succ) = frozen.next.hold_target() else {
+        let Some(succ) = frozen.next.follow() else {
             return false; // cleaned up: spliced by someone else
         };
         // The reference the new link will hold.

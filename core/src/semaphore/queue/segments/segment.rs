@@ -100,7 +100,7 @@ impl<C> Segment<C> {
     ///
     /// The caller holds the `n` references (`queue/segments/` invariant
     /// *counted references*) and touches the segment through them no more.
-    pub(super) unsafe fn release(segment: NonNull<Segment<C>>, n: usize) {
+    pub(super) unsafe fn drop_refs(segment: NonNull<Segment<C>>, n: usize) {
         // SAFETY: the caller's references keep the segment alive up to this RMW.
         let before = unsafe { segment.as_ref() }
             .live()
@@ -224,7 +224,7 @@ impl<C> SegmentRef<C> {
     pub(super) unsafe fn drop_with_unmade_link(self) {
         let segment = self.into_raw();
         // SAFETY: the guard's reference, and the link's by the caller.
-        unsafe { Segment::release(segment, LINK_REF + 1) };
+        unsafe { Segment::drop_refs(segment, LINK_REF + 1) };
     }
 
     /// For the holder of a ticket whose cell was cancelled: counts the cancel
@@ -272,6 +272,6 @@ impl<C> Drop for SegmentRef<C> {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: the guard's reference, let go of once, after its last use.
-        unsafe { Segment::release(self.0, 1) };
+        unsafe { Segment::drop_refs(self.0, 1) };
     }
 }

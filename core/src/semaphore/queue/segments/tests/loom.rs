@@ -45,7 +45,7 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
     // Served before anyone else runs: the cursor waits at the end of the first
     // segment, whose last ticket is released only after the cursor may have left.
     let mut served = serve_published(&segments);
-    segments.release(first.remove(0));
+    segments.return_ticket(first.remove(0));
     let claimers: Vec<_> = (2..4)
         .map(|value| {
             let segments = segments.clone();
@@ -54,7 +54,7 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
                 // The cursor may have served the cell and left its segment.
                 let state = ticket.cell().state();
                 assert!(state == PUBLISHED || state == SERVED);
-                segments.release(ticket);
+                segments.return_ticket(ticket);
                 value
             })
         })
@@ -68,7 +68,7 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
         thread::spawn(move || {
             let served = serve_published(&segments);
             for ticket in first {
-                segments.release(ticket);
+                segments.return_ticket(ticket);
             }
             served
         })
@@ -174,7 +174,7 @@ fn adjacent_segments_complete_at_once() {
         "the list lost a ticket"
     );
     for ticket in a.into_iter().chain([d]) {
-        segments.release(ticket);
+        segments.return_ticket(ticket);
     }
 }
 
@@ -226,7 +226,7 @@ fn a_removal_races_the_cursor(live_in_front: usize) {
     let expected: Vec<_> = (0..live_in_front).chain([live_in_front + 2]).collect();
     assert_eq!(served, expected, "the cursor lost a ticket");
     for ticket in live.into_iter().chain([after]) {
-        segments.release(ticket);
+        segments.return_ticket(ticket);
     }
 }
 
@@ -287,7 +287,7 @@ fn a_removal_at_the_tail_races_a_claim() {
         "the list lost a ticket"
     );
     for ticket in a.into_iter().chain([c]) {
-        segments.release(ticket);
+        segments.return_ticket(ticket);
     }
 }
 
@@ -323,7 +323,7 @@ fn first_claims_race_a_walk_from_head() {
             let segments = segments.clone();
             thread::spawn(move || {
                 let ticket = segments.claim();
-                segments.release(ticket);
+                segments.return_ticket(ticket);
             })
         })
         .collect();

@@ -113,11 +113,11 @@ fn claim_serve_release(
                         let ticket = held.pop_front().unwrap();
                         let state = ticket.cell().state();
                         assert!(state == PUBLISHED || state == SERVED);
-                        segments.release(ticket);
+                        segments.return_ticket(ticket);
                     }
                 }
                 for ticket in held {
-                    segments.release(ticket);
+                    segments.return_ticket(ticket);
                 }
             }))
         })

@@ -56,7 +56,7 @@ fn given_up_behind_a_stuck_cursor(threads: usize, rounds: usize) {
         "{} segments alive for one live ticket",
         segments.live_segments()
     );
-    segments.release(stuck);
+    segments.return_ticket(stuck);
 }
 
 #[test]
@@ -95,7 +95,7 @@ fn the_last_cancel_behind_the_cursor_frees_its_segment() {
     assert!(unsafe { segments.current() }.is_some());
     let last = tickets.pop().unwrap();
     let mut first = tickets.into_iter();
-    segments.release(first.next().unwrap()); // the granted one
+    segments.return_ticket(first.next().unwrap()); // the granted one
     for ticket in first {
         assert_eq!(segments.live_segments(), 2);
         segments.cancel(ticket);
@@ -105,7 +105,7 @@ fn the_last_cancel_behind_the_cursor_frees_its_segment() {
         1,
         "the left segment was not freed"
     );
-    segments.release(last);
+    segments.return_ticket(last);
 }
 
 /// A removal walks from the cursor's segment past a live one to the
@@ -134,7 +134,7 @@ fn a_removal_walks_past_a_live_segment() {
         unsafe { segments.advance() };
     }
     for ticket in live.into_iter().chain([after]) {
-        segments.release(ticket);
+        segments.return_ticket(ticket);
     }
 }
 
@@ -145,7 +145,7 @@ fn tickets_left_unserved_are_freed_with_the_list() {
     let tickets: Vec<_> = (0..3 * CELLS + 1).map(|_| segments.claim()).collect();
     assert_eq!(segments.live_segments(), 4);
     for ticket in tickets {
-        segments.release(ticket);
+        segments.return_ticket(ticket);
     }
     // Released tickets free nothing the cursor has not passed.
     assert_eq!(segments.live_segments(), 4);
@@ -169,8 +169,8 @@ fn a_segment_goes_once_the_cursor_and_its_tickets_have_left() {
     let mut tickets = tickets.into_iter();
     for _ in 0..CELLS {
         assert_eq!(segments.live_segments(), 2);
-        segments.release(tickets.next().unwrap());
+        segments.return_ticket(tickets.next().unwrap());
     }
     assert_eq!(segments.live_segments(), 1);
-    segments.release(tickets.next().unwrap());
+    segments.return_ticket(tickets.next().unwrap());
 }
