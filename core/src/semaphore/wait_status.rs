@@ -221,7 +221,9 @@ impl WaitStatus {
         let waited = if Safeguard::PhaseCas.on() {
             self.set_while_waiting(to, Ordering::AcqRel)
         } else {
-            Ok(self.word.swap(to, Ordering::AcqRel))
+            // A blind store, read as a CAS that found the request waiting.
+            self.word.store(to, Ordering::Release);
+            Ok(status::WAITING)
         };
         match waited {
             Err(_) => None,
