@@ -260,7 +260,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
 }
 
 /// The release side of a gate, with the timer and observer types erased, so a
-/// [`GatePermit`] names only its source type.
+/// [`GatePermit`](crate::GatePermit) names only its source type.
 pub(crate) trait Shared: Send + Sync + 'static {
     /// The timer's `now()`.
     fn now(&self) -> Duration;
