@@ -1268,10 +1268,10 @@ impl<'g> GateHarness<'g> {
         }
     }
 
-    /// The gate's `Inner::expired` for the waiter `key` that has waited
-    /// `waited`: at the overload cap it sheds its own units' worth of lower
-    /// classes and waits on, if any is parked, once per look (until a recheck
-    /// later it sheds nobody, itself included).
+    /// The gate's `Wait::look` (`gate/protocol.rs`) for the waiter `key` that
+    /// has waited `waited`: at the overload cap it sheds its own units' worth of
+    /// lower classes and waits on, if any is parked, once per look (until a
+    /// recheck later it sheds nobody, itself included).
     fn expired_or_shed_below(&mut self, key: u64, waited: Duration) -> Option<ShedReason> {
         let w = self.waiter(key);
         let (units, max_wait, limit_reason, priority, again_at) = (
@@ -1546,11 +1546,12 @@ impl<'g> GateHarness<'g> {
         ))
     }
 
-    /// The gate's `Inner::park` for the waiter `key`, joined already: its place
-    /// among the parked (a full queue sheds the oldest of the lowest class below
-    /// it, else `QueueFull`), its own limit (a zero ceiling), then with a
-    /// target the estimate (`Hopeless`) and, while pressed, the lower classes
-    /// shed for it. `Err` is the shed at arrival (its place not yet given back).
+    /// The gate's `Wait::park` (`gate/protocol.rs`) for the waiter `key`,
+    /// joined already: its place among the parked (a full queue sheds the
+    /// oldest of the lowest class below it, else `QueueFull`), its own limit (a
+    /// zero ceiling), then with a target the estimate (`Hopeless`) and, while
+    /// pressed, the lower classes shed for it. `Err` is the shed at arrival (its
+    /// place not yet given back).
     fn park(&mut self, key: u64) -> Result<(), ShedReason> {
         let w = self.waiter(key);
         let (units, priority, max_wait, limit_reason) =

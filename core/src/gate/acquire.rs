@@ -1,17 +1,16 @@
-//! The future of [`Gate::acquire`].
+//! The two acquires of a gate that wait: the future of [`Gate::acquire`], on the
+//! gate's timer, and its blocking form, on a parked thread. Each drives the
+//! acquire protocol (`protocol.rs`) and keeps only its own way of waiting.
 
-use alloc::sync::Arc;
 use core::fmt;
 use core::future::{Future, Pending};
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 
-use super::inner::{ParkedSlot, Waited};
-use crate::semaphore::{RankedAcquire, Refusal};
-use crate::{
-    AcquireError, Gate, GateError, GatePermit, Observer, Priority, ShedReason, Source, Timer,
-};
+use super::protocol::{Ending, Look, Step, Wait};
+use crate::semaphore::RankedAcquire;
+use crate::{Gate, GateError, GatePermit, Observer, Priority, Source, Timer};
 
 /// The future of [`Gate::acquire`]: a [`GatePermit`], or why not.
 ///
@@ -36,11 +35,6 @@ use crate::{
 /// behind it are re-examined) and counts nothing.
 #[must_use = "futures do nothing unless polled"]
 pub struct GateAcquire<'a, S, T: Timer, O, F = Pending<()>> {
-    gate: &'a Gate<S, T, O>,
-    units: usize,
-    source: S,
-    priority: Priority,
-    ceiling: Option<Duration>,
     state: State,
     /// Pinned (structurally): the semaphore's acquire, once polled.
     acquire: Option<RankedAcquire>,
@@ -50,8 +44,10 @@ pub struct GateAcquire<'a, S, T: Timer, O, F = Pending<()>> {
     look_at: Duration,
     /// Pinned (structurally): the caller's cancellation signal.
     signal: F,
-    /// Its place among the parked, with `max_waiters`; given back when it ends.
-    slot: Option<ParkedSlot<'a>>,
+    /// What it asks for, and its place among the parked: the protocol's part.
+    /// Last, so that a future dropped while parked leaves the semaphore's queue
+    /// before the gate's books, as [`Wait::end`] does.
+    wait: Wait<'a, S, T, O>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,17 +63,12 @@ enum State {
 impl<'a, S: Source, T: Timer, O: Observer> GateAcquire<'a, S, T, O> {
     pub(crate) fn new(gate: &'a Gate<S, T, O>, units: usize, source: S) -> Self {
         Self {
-            gate,
-            units,
-            source,
-            priority: source.priority(),
-            ceiling: None,
             state: State::Idle,
             acquire: None,
             sleep: None,
             look_at: Duration::ZERO,
             signal: core::future::pending(),
-            slot: None,
+            wait: Wait::new(gate, units, source),
         }
     }
 }
@@ -88,7 +79,7 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     /// ceiling is what ends the wait, the result is still [`GateError::Busy`] and
     /// counted as a shed: the caller is there and must be told.
     pub fn ceiling(mut self, ceiling: Duration) -> Self {
-        self.ceiling = Some(self.ceiling.map_or(ceiling, |c| c.min(ceiling)));
+        self.wait.ceiling = Some(self.wait.ceiling.map_or(ceiling, |c| c.min(ceiling)));
         self
     }
 
@@ -98,17 +89,12 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     /// free unit (not over a refusal at once: `ExceedsMaxUnits`, `ExceedsCapacity`).
     pub fn until<G: Future>(self, signal: G) -> GateAcquire<'a, S, T, O, G> {
         GateAcquire {
-            gate: self.gate,
-            units: self.units,
-            source: self.source,
-            priority: self.priority,
-            ceiling: self.ceiling,
             state: self.state,
             acquire: self.acquire,
             sleep: self.sleep,
             look_at: self.look_at,
             signal,
-            slot: self.slot,
+            wait: self.wait,
         }
     }
 
@@ -116,32 +102,32 @@ impl<'a, S: Source, T: Timer, O: Observer, F: Future> GateAcquire<'a, S, T, O, F
     /// [`priority`](Source::priority) by default): when the gate must shed
     /// someone, it sheds the lowest class first. See [Priority](Gate#priority).
     pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
+        self.wait.priority = priority;
         self
     }
 
     /// The units asked for.
     #[must_use]
     pub fn units(&self) -> usize {
-        self.units
+        self.wait.units
     }
 
     /// The priority class asked for.
     #[must_use]
     pub fn priority_class(&self) -> Priority {
-        self.priority
+        self.wait.priority
     }
 
     /// The call site.
     #[must_use]
     pub fn source(&self) -> S {
-        self.source
+        self.wait.source
     }
 
     /// How long this call may wait: the wait budget, or the ceiling if shorter.
     #[must_use]
     pub fn max_wait(&self) -> Duration {
-        self.gate.inner.wait_limits(self.units, self.ceiling).limit
+        self.wait.limits().limit
     }
 }
 
@@ -154,7 +140,8 @@ impl<S: Source, T: Timer, O: Observer> GateAcquire<'_, S, T, O> {
     ///
     /// As for [`Gate::try_acquire`].
     pub fn try_now(self) -> Result<GatePermit<S>, GateError> {
-        self.gate.take_now(self.units, self.source, self.priority)
+        let wait = self.wait;
+        wait.gate.take_now(wait.units, wait.source, wait.priority)
     }
 
     /// Blocks the thread until the units are granted, in the same FIFO queue as
@@ -168,10 +155,46 @@ impl<S: Source, T: Timer, O: Observer> GateAcquire<'_, S, T, O> {
     #[cfg(feature = "std")]
     pub fn blocking(self) -> Result<GatePermit<S>, GateError> {
         let deadline = self
+            .wait
             .ceiling
             .and_then(|ceiling| std::time::Instant::now().checked_add(ceiling));
-        self.gate
-            .block(self.units, self.source, self.priority, deadline)
+        self.blocking_until(deadline)
+    }
+
+    /// The one blocking acquire: the protocol's turns on this thread, parked
+    /// between them. Its wait is counted on the system clock from before its
+    /// first turn, and ends by `deadline` if that comes before the budget ends.
+    #[cfg(feature = "std")]
+    pub(super) fn blocking_until(
+        self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<GatePermit<S>, GateError> {
+        let mut wait = self.wait;
+        wait.check()?;
+        let started = std::time::Instant::now();
+        let waited = || started.elapsed();
+        wait.ceiling = deadline.map(|deadline| deadline.saturating_duration_since(started));
+        let thread = crate::semaphore::ThreadWaker::new();
+        let mut acquire = core::pin::pin!(None);
+        loop {
+            // A parked request looks first, so that a grant ready too wins.
+            let look = wait.is_parked().then(|| wait.look(waited()));
+            let next = match wait.turn(acquire.as_mut(), |a| thread.poll(a), look) {
+                Step::End(ending) => Err(ending),
+                Step::Waiting(next) => Ok(next),
+                // Its clock runs already: it looks at once.
+                Step::Parked { .. } => {
+                    let look = wait.look(waited());
+                    wait.still_parked(look)
+                }
+            };
+            match next {
+                Ok(next) => {
+                    thread.park(Some(started + next));
+                }
+                Err(ending) => return wait.end(acquire, ending, waited),
+            }
+        }
     }
 }
 
@@ -181,20 +204,18 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: structural pinning of `acquire`, `sleep` and `signal`: they are
         // only ever reached through the `Pin::new_unchecked` projections below and
-        // are never moved out while pinned; replacing `acquire`/`sleep` with `None`
-        // drops the old value in place. `GateAcquire` has no `Drop` impl, is not
-        // `repr(packed)`, and is `Unpin` only if all three fields are (auto trait).
-        // `until`, which moves them, takes `self` by value, so it is only callable
-        // before the future is pinned.
+        // in the methods `poll` calls, and are never moved out while pinned;
+        // replacing `acquire`/`sleep` with `None` drops the old value in place.
+        // `GateAcquire` has no `Drop` impl, is not `repr(packed)`, and is `Unpin`
+        // only if all three fields are (auto trait). `until`, which moves them,
+        // takes `self` by value, so it is only callable before the future is
+        // pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        let gate = this.gate;
-        let inner = &gate.inner;
         let start = match this.state {
             State::Done => panic!("`GateAcquire` polled after completion"),
             State::Idle => {
-                if let Err(e) = inner.check_units(this.units) {
-                    this.state = State::Done;
-                    return Poll::Ready(Err(e));
+                if let Err(e) = this.wait.check() {
+                    return Poll::Ready(this.end(Ending::Refused(e)));
                 }
                 None
             }
@@ -205,105 +226,49 @@ impl<S: Source, T: Timer, O: Observer, F: Future> Future for GateAcquire<'_, S, 
         // SAFETY: structural pinning, see above.
         let signal = unsafe { Pin::new_unchecked(&mut this.signal) };
         if signal.poll(cx).is_ready() {
-            this.finish(); // returns any units granted meanwhile
-            return Poll::Ready(Err(GateError::Cancelled));
+            // Returns any units granted meanwhile.
+            return Poll::Ready(this.end(Ending::Refused(GateError::Cancelled)));
         }
 
-        // 2. The deadline, looked at before the grant so that a grant wins a tie.
-        let expired = match start {
-            None => None,
-            Some(start) => this.look(start, cx),
+        // 2. The turn: the deadline, looked at before the grant so that a grant
+        // wins a tie, then the semaphore.
+        let look = start.map(|start| this.look(start, cx));
+        // SAFETY: structural pinning, see above.
+        let acquire = unsafe { Pin::new_unchecked(&mut this.acquire) };
+        let first_look = match this.wait.turn(acquire, |a| a.poll(cx), look) {
+            Step::End(ending) => return Poll::Ready(this.end(ending)),
+            Step::Waiting(_) => return Poll::Pending,
+            Step::Parked { first_look } => first_look,
         };
 
-        // 3. The semaphore.
-        let acquire = this.acquire.get_or_insert_with(|| {
-            Arc::clone(&inner.semaphore).acquire_ranked(this.units, this.priority.rank())
-        });
-        // SAFETY: structural pinning, see above.
-        let polled = unsafe { Pin::new_unchecked(acquire) }.poll(cx);
-        match polled {
-            Poll::Ready(Ok(permit)) => {
-                let how = match start {
-                    None => Waited::AtOnce,
-                    Some(s) => Waited::of(inner.timer.now().saturating_sub(s), this.slot.as_ref()),
-                };
-                this.finish();
-                Poll::Ready(Ok(gate.admit(permit, this.source, this.priority, how)))
-            }
-            Poll::Ready(Err(Refusal::Error(AcquireError::Closed))) => {
-                this.finish();
-                Poll::Ready(Err(GateError::Closed))
-            }
-            Poll::Ready(Err(Refusal::Error(AcquireError::ExceedsCapacity(e)))) => {
-                // At the first poll, or later when the capacity was lowered below
-                // the request: not a shed.
-                this.finish();
-                Poll::Ready(Err(GateError::ExceedsCapacity(e)))
-            }
-            // Shed while parked, for a request of a higher class.
-            Poll::Ready(Err(Refusal::Shed)) => {
-                let start = start.expect("only a parked request is shed");
-                Poll::Ready(Err(this.shed(start, ShedReason::Outranked)))
-            }
-            Poll::Pending => match start {
-                None => this.park(cx),
-                Some(start) => match expired {
-                    Some(reason) => Poll::Ready(Err(this.shed(start, reason))),
-                    None => {
-                        // Still parked: what its look owes lower classes is shed now.
-                        let slot = this
-                            .slot
-                            .as_mut()
-                            .expect("a parked `GateAcquire` has a place");
-                        inner.outrank(slot, this.priority);
-                        Poll::Pending
-                    }
-                },
-            },
+        // 3. Parked at this poll: start the clock, arm the first look and make it.
+        let now = this.wait.gate.inner.timer.now();
+        this.state = State::Parked { start: now };
+        this.arm(now, Duration::ZERO, first_look);
+        let look = this.look(now, cx);
+        match this.wait.still_parked(look) {
+            Ok(_) => Poll::Pending,
+            Err(ending) => Poll::Ready(this.end(ending)),
         }
     }
 }
 
 impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
-    /// Out of the queue and done: the semaphore's acquire (returning any units
-    /// granted meanwhile), the look at the deadline and the place among the
-    /// parked are let go of.
-    fn finish(&mut self) {
-        self.acquire = None;
-        self.sleep = None;
-        self.slot = None;
-        self.state = State::Done;
-    }
-
-    /// The first poll found no units: take a place among the parked (or be shed
-    /// at arrival, [`Inner::park`](super::inner::Inner::park)), start the clock
-    /// and arm the first look at the deadline.
-    fn park(&mut self, cx: &mut Context<'_>) -> Poll<Result<GatePermit<S>, GateError>> {
-        let inner = &self.gate.inner;
-        let limits = match inner.park(self.units, self.priority, self.ceiling) {
-            Ok((slot, limits)) => {
-                self.slot = Some(slot);
-                limits
-            }
-            // It never waited, so the overload rule sees no wait.
-            Err(reason) => {
-                self.finish();
-                return Poll::Ready(Err(inner.shed(
-                    self.source.label(),
-                    self.units,
-                    self.priority,
-                    Duration::ZERO,
-                    reason,
-                )));
-            }
+    /// Ends the acquire as `ending` says: done, its look at the deadline let go
+    /// of, then the protocol's end ([`Wait::end`]).
+    fn end(&mut self, ending: Ending) -> Result<GatePermit<S>, GateError> {
+        let start = match self.state {
+            State::Parked { start } => start,
+            State::Idle | State::Done => Duration::ZERO,
         };
-        let now = inner.timer.now();
-        self.state = State::Parked { start: now };
-        self.arm(now, Duration::ZERO, limits.next_look(Duration::ZERO));
-        match self.look(now, cx) {
-            Some(reason) => Poll::Ready(Err(self.shed(now, reason))),
-            None => Poll::Pending,
-        }
+        self.state = State::Done;
+        self.sleep = None;
+        let gate = self.wait.gate;
+        let timer = &gate.inner.timer;
+        // SAFETY: structural pinning, see `poll`.
+        let acquire = unsafe { Pin::new_unchecked(&mut self.acquire) };
+        self.wait
+            .end(acquire, ending, || timer.now().saturating_sub(start))
     }
 
     /// Arms the next look at the deadline, `look_at` into the wait that started
@@ -312,64 +277,43 @@ impl<S: Source, T: Timer, O: Observer, F> GateAcquire<'_, S, T, O, F> {
         debug_assert!(look_at > waited);
         self.look_at = look_at;
         self.sleep = Some(
-            self.gate
+            self.wait
+                .gate
                 .inner
                 .timer
                 .sleep_until(start.saturating_add(look_at)),
         );
     }
 
-    /// Whether the wait that started at `start` must end now, and why; if not,
-    /// the next look is armed with `cx`'s waker.
-    fn look(&mut self, start: Duration, cx: &mut Context<'_>) -> Option<ShedReason> {
+    /// The protocol's look at the wait that started at `start`; if no limit
+    /// binds, the next look is armed with `cx`'s waker.
+    fn look(&mut self, start: Duration, cx: &mut Context<'_>) -> Look {
         loop {
-            let inner = &self.gate.inner;
             let sleep = self
                 .sleep
                 .as_mut()
                 .expect("a parked `GateAcquire` has a deadline");
             // SAFETY: structural pinning, see `poll`.
             let fired = unsafe { Pin::new_unchecked(sleep) }.poll(cx).is_ready();
-            let waited = inner.timer.now().saturating_sub(start);
-            let limits = inner.wait_limits(self.units, self.ceiling);
-            let slot = self
-                .slot
-                .as_mut()
-                .expect("a parked `GateAcquire` has a place");
-            if let Some(reason) = inner.expired(&limits, slot, self.priority, waited) {
-                return Some(reason);
+            let waited = self.wait.gate.inner.timer.now().saturating_sub(start);
+            match self.wait.look(waited) {
+                Look::Until(_) if !fired && waited < self.look_at => {
+                    return Look::Until(self.look_at);
+                }
+                // Looked, and no limit binds yet: arm the next look and poll it.
+                Look::Until(next) => self.arm(start, waited, next),
+                expired @ Look::Expired(_) => return expired,
             }
-            if !fired && waited < self.look_at {
-                return None;
-            }
-            // Looked, and no limit binds yet: arm the next look and poll it.
-            let next = limits.next_look(waited);
-            self.arm(start, waited, next);
         }
-    }
-
-    /// The wait ended with the caller still here: leave the queue (so the
-    /// estimate excludes us), then count one shed and say when to retry.
-    fn shed(&mut self, start: Duration, reason: ShedReason) -> GateError {
-        self.finish();
-        let inner = &self.gate.inner;
-        let waited = inner.timer.now().saturating_sub(start);
-        inner.shed_parked(
-            self.source.label(),
-            self.units,
-            self.priority,
-            waited,
-            reason,
-        )
     }
 }
 
 impl<S: Source, T: Timer, O, F> fmt::Debug for GateAcquire<'_, S, T, O, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GateAcquire")
-            .field("units", &self.units)
-            .field("source", &self.source.label())
-            .field("ceiling", &self.ceiling)
+            .field("units", &self.wait.units)
+            .field("source", &self.wait.source.label())
+            .field("ceiling", &self.wait.ceiling)
             .field("state", &self.state)
             .finish_non_exhaustive()
     }

@@ -8,11 +8,12 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
 
-use super::inner::{Inner, Shared, Waited};
+use super::inner::{Inner, Shared};
 use super::on_drop::OnDrop;
 use super::overload::Overload;
 use super::permit::Admission;
 use super::priority::Priority;
+use super::protocol::Waited;
 use super::{GateAcquire, GatePermit};
 use crate::loom::sync::Ordering;
 use crate::{AdmitEvent, GateError, Observer, ShedReason, Source, Timer, TryAcquireError};

@@ -1,8 +1,9 @@
 //! What every clone of a gate and every permit share: the gate's policy (the
-//! estimate and `Retry-After`, the limits on a wait, parking and shedding, the
-//! overload rule's view of waits) and its books (units held per source, requests
-//! parked), and the release side a permit reaches with the timer and observer
-//! types erased.
+//! estimate and `Retry-After`, the limits on a wait, the shed and what it tells,
+//! the overload rule's view of waits) and its books (units held per source,
+//! requests parked), and the release side a permit reaches with the timer and
+//! observer types erased. How one acquire takes its place in the books, waits
+//! and leaves them is the acquire protocol's (`protocol.rs`).
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -70,7 +71,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
 
     /// Units parked of `rank`, less those on their way out (shed for a higher
     /// class, or asked to be).
-    fn parked_of(&self, rank: usize) -> usize {
+    pub(super) fn parked_of(&self, rank: usize) -> usize {
         self.queued_units[rank]
             .load(Ordering::Relaxed)
             .saturating_sub(self.semaphore.shed_pending(rank as u8))
@@ -86,7 +87,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
 
     /// The units a request of `units` and `priority` arriving now waits for
     /// beyond the free ones: the queue it waits behind and its own.
-    fn deficit(&self, units: usize, priority: Priority) -> usize {
+    pub(super) fn deficit(&self, units: usize, priority: Priority) -> usize {
         self.parked_at_or_above(priority)
             .saturating_add(units)
             .saturating_sub(self.semaphore.available())
@@ -102,7 +103,7 @@ impl<T: Timer, O: Observer> Inner<T, O> {
 
     /// As [`estimated_wait`](Self::estimated_wait), for a request of `priority`,
     /// which waits behind its own class and those above it.
-    fn estimated_wait_of(&self, units: usize, priority: Priority) -> Option<Duration> {
+    pub(super) fn estimated_wait_of(&self, units: usize, priority: Priority) -> Option<Duration> {
         self.pace
             .time_for(self.deficit(units, priority), self.semaphore.capacity())
     }
@@ -198,106 +199,11 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         }
     }
 
-    /// A request of `units` and `priority` the semaphore could not grant at
-    /// once parks: it takes a place among the parked and its limits, or is told
-    /// why it is shed at arrival, in this order: the queue is full
-    /// (`max_waiters`) with nobody of a lower class parked, its own limit is
-    /// zero (a zero ceiling), or it is hopeless by the estimate even with every
-    /// lower class shed for it. Lower classes are shed for it (the lowest
-    /// first) when the queue is full, and, with an overload target, when it
-    /// would wait past the target behind them ([Priority](crate::Gate#priority)).
-    /// On a shed its place is given back first, so the shed's estimate is a
-    /// newcomer's. The one protocol of the async and the blocking acquire.
-    pub(crate) fn park(
-        &self,
-        units: usize,
-        priority: Priority,
-        ceiling: Option<Duration>,
-    ) -> Result<(ParkedSlot<'_>, WaitLimits<'_>), ShedReason> {
-        let slot = self.take_parked_slot(units, priority)?;
-        let limits = self.wait_limits(units, ceiling);
-        // The caller's own limit first: named for it, not for the estimate.
-        if let Some(reason) = limits.expired(Duration::ZERO) {
-            return Err(reason);
-        }
-        let Some(overload) = &self.overload else {
-            return Ok((slot, limits));
-        };
-        // Its own units are counted among the queued already.
-        let longest = limits.longest_now();
-        if self
-            .estimated_wait_of(0, priority)
-            .is_some_and(|wait| wait > longest)
-        {
-            // Shedding every class below would not bring it in.
-            return Err(ShedReason::Hopeless);
-        }
-        // Behind the lower classes past the target (or past the most it may
-        // wait), while the gate is pressed: shed the lowest of them first,
-        // enough to be within it.
-        let mut slot = slot;
-        let capacity = self.semaphore.capacity();
-        let within = |wait| self.pace.units_within(wait, capacity);
-        if let (Some(goal), Some(mark)) = (
-            within(overload.target().min(longest)),
-            within(overload.press_mark(longest)),
-        ) {
-            let behind_all = self.deficit(0, Priority::Sheddable);
-            let now = self.timer.now();
-            let interval = overload.interval(self.pace.mean_hold());
-            if overload.pressed(behind_all > mark, now, interval) && behind_all > goal {
-                slot.outranked_others = self.shed_below(priority, behind_all - goal);
-                if slot.outranked_others {
-                    overload.press(now, interval);
-                }
-            }
-        }
-        Ok((slot, limits))
-    }
-
-    /// Why a request parked for `waited` in `slot` must be shed now, if it
-    /// must. At the overload cap, lower classes go first: with any of them
-    /// parked, the slot owes their shed ([`outrank`](Self::outrank)) and the
-    /// request waits on, once per look (a request polled more often than its
-    /// timer fires sheds no more); it is shed itself only at a look that finds
-    /// none of them. The look sheds nobody itself: the caller calls `outrank`
-    /// once the semaphore has not granted it, so a request granted meanwhile
-    /// sheds nobody.
-    pub(crate) fn expired(
-        &self,
-        limits: &WaitLimits<'_>,
-        slot: &mut ParkedSlot<'_>,
-        priority: Priority,
-        waited: Duration,
-    ) -> Option<ShedReason> {
-        let reason = limits.expired(waited)?;
-        if reason == ShedReason::Overload {
-            if waited < slot.outranks_again_at {
-                return None;
-            }
-            if (0..usize::from(priority.rank())).any(|rank| self.parked_of(rank) != 0) {
-                slot.outranks_again_at = waited.saturating_add(limits.recheck);
-                slot.outrank_owed = true;
-                return None;
-            }
-        }
-        Some(reason)
-    }
-
-    /// For a request still parked in `slot` whose look found it at the
-    /// overload cap ([`expired`](Self::expired)): sheds its own units' worth of
-    /// lower classes, the lowest first.
-    pub(crate) fn outrank(&self, slot: &mut ParkedSlot<'_>, priority: Priority) {
-        if core::mem::take(&mut slot.outrank_owed) && self.shed_below(priority, slot.units) {
-            slot.outranked_others = true;
-        }
-    }
-
     /// Asks the semaphore to shed up to `units` of parked requests of classes
     /// below `priority`, the lowest class first, of what is parked there and
     /// not on its way out already.
     /// Returns whether it asked for any.
-    fn shed_below(&self, priority: Priority, units: usize) -> bool {
+    pub(super) fn shed_below(&self, priority: Priority, units: usize) -> bool {
         let mut left = units;
         for rank in 0..usize::from(priority.rank()) {
             if left == 0 {
@@ -310,26 +216,6 @@ impl<T: Timer, O: Observer> Inner<T, O> {
             }
         }
         left != units
-    }
-
-    /// Sheds a request that parked for `waited`, once it has left the queue:
-    /// the shed, then the wait for the overload rule. A request shed for a
-    /// higher class gives its wait too: it stood in the queue that long, and
-    /// while higher classes get in by shedding lower ones, the lower classes'
-    /// waits are what shows the rule the queue (measured: without them, the
-    /// 3.5x priority mix of docs/overload.md shed critical requests on 2 seeds
-    /// of 10).
-    pub(crate) fn shed_parked(
-        &self,
-        source: &'static str,
-        units: usize,
-        priority: Priority,
-        waited: Duration,
-        reason: ShedReason,
-    ) -> GateError {
-        let error = self.shed(source, units, priority, waited, reason);
-        self.saw_wait(waited, false);
-        error
     }
 
     /// A wait seen by the overload rule: an admission's, or a parked shed's;
@@ -355,48 +241,6 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         }
     }
 
-    /// Takes a place among the parked for a request of `units` and
-    /// `priority`, if `max_waiters` leaves one (always, without a bound). A full
-    /// queue sheds the oldest request of the lowest class parked below
-    /// `priority`, and this one takes its place (for as long as that request's
-    /// owner takes to see it, the queue holds one more); with nobody below, it
-    /// is `QueueFull`.
-    fn take_parked_slot(
-        &self,
-        units: usize,
-        priority: Priority,
-    ) -> Result<ParkedSlot<'_>, ShedReason> {
-        let counted = match self.max_waiters {
-            None => None,
-            Some(max) => {
-                let free = self
-                    .parked
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                        (n < max).then_some(n + 1)
-                    })
-                    .is_ok();
-                if !free {
-                    let lowest = (0..usize::from(priority.rank()))
-                        .find(|&rank| self.parked_of(rank) != 0)
-                        .ok_or(ShedReason::QueueFull)?;
-                    self.semaphore.shed(lowest as u8, 1);
-                    self.parked.fetch_add(1, Ordering::AcqRel);
-                }
-                Some(&self.parked)
-            }
-        };
-        let queued = &self.queued_units[usize::from(priority.rank())];
-        queued.fetch_add(units, Ordering::Relaxed);
-        Ok(ParkedSlot {
-            counted,
-            queued_units: queued,
-            units,
-            outranked_others: false,
-            outranks_again_at: Duration::ZERO,
-            outrank_owed: false,
-        })
-    }
-
     /// A look at a gate that may be idle ([`Gate::watch_overload`]): while
     /// overloaded with nobody parked, the rule sees the queue empty now.
     ///
@@ -415,67 +259,8 @@ impl<T: Timer, O: Observer> Inner<T, O> {
     }
 }
 
-/// A place among a gate's parked acquires, given back when dropped.
-pub(crate) struct ParkedSlot<'a> {
-    /// The count of parked acquires, with `max_waiters`.
-    counted: Option<&'a AtomicUsize>,
-    queued_units: &'a AtomicUsize,
-    units: usize,
-    /// Lower classes were shed for it at arrival: its wait, shortened so, says
-    /// nothing of how long the queue stands ([`Waited::Outranked`]).
-    pub(crate) outranked_others: bool,
-    /// The wait before which it sheds no lower class at the cap again: its
-    /// next look, after it last did.
-    outranks_again_at: Duration,
-    /// Its last look found it at the cap with lower classes parked: shed them
-    /// if it is still parked ([`Inner::outrank`]).
-    outrank_owed: bool,
-}
-
-/// How an admitted request waited: what the overload rule learns from it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Waited {
-    /// Granted at once: nobody was parked ahead (no barging), so the queue was
-    /// seen empty.
-    AtOnce,
-    /// Parked this long.
-    Parked(Duration),
-    /// Parked this long after lower classes were shed for it: not a sample of
-    /// the queue's wait (a class that always gets in by shedding others would
-    /// otherwise keep the rule from ever seeing the queue the others stand in).
-    Outranked(Duration),
-}
-
-impl Waited {
-    /// The wait itself.
-    pub(crate) fn duration(self) -> Duration {
-        match self {
-            Waited::AtOnce => Duration::ZERO,
-            Waited::Parked(wait) | Waited::Outranked(wait) => wait,
-        }
-    }
-
-    /// A parked request's wait of `waited`, as `slot` says it was got.
-    pub(crate) fn of(waited: Duration, slot: Option<&ParkedSlot<'_>>) -> Waited {
-        if slot.is_some_and(|slot| slot.outranked_others) {
-            Waited::Outranked(waited)
-        } else {
-            Waited::Parked(waited)
-        }
-    }
-}
-
-impl Drop for ParkedSlot<'_> {
-    fn drop(&mut self) {
-        self.queued_units.fetch_sub(self.units, Ordering::Relaxed);
-        if let Some(parked) = self.counted {
-            parked.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-}
-
 /// The release side of a gate, with the timer and observer types erased, so a
-/// [`GatePermit`] names only its source type.
+/// [`GatePermit`](crate::GatePermit) names only its source type.
 pub(crate) trait Shared: Send + Sync + 'static {
     /// The timer's `now()`.
     fn now(&self) -> Duration;

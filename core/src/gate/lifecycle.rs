@@ -1,6 +1,6 @@
 //! What operators do to a running gate: drain it at shutdown, resize it, keep its
-//! capacity in step with the process's memory limit; and the blocking acquire for
-//! threads.
+//! capacity in step with the process's memory limit; and the entry points of the
+//! blocking acquire for threads (it runs in `acquire.rs`, beside the async one).
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -247,7 +247,7 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         source: S,
         deadline: std::time::Instant,
     ) -> Result<crate::GatePermit<S>, crate::GateError> {
-        self.block(units, source, source.priority(), Some(deadline))
+        self.acquire(units, source).blocking_until(Some(deadline))
     }
 
     /// [`drain`](Self::drain) for a thread: closes the gate and blocks until every
@@ -263,72 +263,6 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
             None => Err(DrainTimeout {
                 held: self.held_by_source(),
             }),
-        }
-    }
-
-    /// The one blocking acquire, of `priority`.
-    pub(super) fn block(
-        &self,
-        units: usize,
-        source: S,
-        priority: crate::Priority,
-        deadline: Option<std::time::Instant>,
-    ) -> Result<crate::GatePermit<S>, crate::GateError> {
-        use super::inner::Waited;
-        use crate::semaphore::Refusal;
-        use crate::{AcquireError, GateError, ShedReason};
-        use std::time::Instant;
-
-        crate::semaphore::assert_nonzero(units);
-        let inner = &self.inner;
-        inner.check_units(units)?;
-        let started = Instant::now();
-        let ceiling = deadline.map(|deadline| deadline.saturating_duration_since(started));
-        let thread = crate::semaphore::ThreadWaker::new();
-        let mut acquire = alloc::boxed::Box::pin(
-            alloc::sync::Arc::clone(&inner.semaphore).acquire_ranked(units, priority.rank()),
-        );
-        let mut parked = None;
-        let label = source.label();
-        loop {
-            let shed = match thread.poll(acquire.as_mut()) {
-                Poll::Ready(Ok(permit)) => {
-                    let how = match &parked {
-                        None => Waited::AtOnce,
-                        Some((slot, _)) => Waited::of(started.elapsed(), Some(slot)),
-                    };
-                    drop(parked);
-                    return Ok(self.admit(permit, source, priority, how));
-                }
-                Poll::Ready(Err(Refusal::Error(AcquireError::Closed))) => {
-                    return Err(GateError::Closed)
-                }
-                Poll::Ready(Err(Refusal::Error(AcquireError::ExceedsCapacity(e)))) => {
-                    return Err(GateError::ExceedsCapacity(e));
-                }
-                Poll::Ready(Err(Refusal::Shed)) => Some(ShedReason::Outranked),
-                Poll::Pending => None,
-            };
-            let (slot, limits) = match &mut parked {
-                Some(parked) => parked,
-                None => match inner.park(units, priority, ceiling) {
-                    Ok(taken) => parked.insert(taken),
-                    Err(reason) => {
-                        drop(acquire);
-                        let zero = Duration::ZERO;
-                        return Err(inner.shed(label, units, priority, zero, reason));
-                    }
-                },
-            };
-            let waited = started.elapsed();
-            if let Some(reason) = shed.or_else(|| inner.expired(limits, slot, priority, waited)) {
-                drop(acquire);
-                drop(parked);
-                return Err(inner.shed_parked(label, units, priority, waited, reason));
-            }
-            // Not granted at the poll above: what the look owes lower classes.
-            inner.outrank(slot, priority);
-            thread.park(Some(started + limits.next_look(waited)));
         }
     }
 }

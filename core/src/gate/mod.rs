@@ -44,6 +44,8 @@ mod on_drop;
 mod overload;
 #[cfg(feature = "alloc")]
 mod pace;
+#[cfg(feature = "alloc")]
+mod protocol;
 
 /// The constants [`crate::__model`] gives the reference models.
 #[cfg(feature = "__model")]

@@ -69,7 +69,7 @@
 //! # Pressed: when a higher class sheds a lower one
 //!
 //! A request arriving behind lower classes past the target has enough of them
-//! shed to be within it ([`Inner::park`](super::inner::Inner::park)), but only
+//! shed to be within it ([`Wait::park`](super::protocol::Wait::park)), but only
 //! while the gate is *pressed*: overloaded, or within an interval of an arrival
 //! that found the queue past [`PRESS_MARK`] targets (or past the most it may
 //! wait, if that is less), or of a shed so made. A queue that long is no burst
