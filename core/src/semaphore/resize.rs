@@ -59,7 +59,7 @@ impl Semaphore {
     ///   use never exceed the new capacity once the shrink has returned (except
     ///   those already held above it, which only come back). Parked and later
     ///   requests for more than the new capacity fail with
-    ///   [`AcquireError::ExceedsCapacity`].
+    ///   [`AcquireError::ExceedsCapacity`](super::AcquireError::ExceedsCapacity).
     ///
     /// Resizes that race each other end at the capacity of the last to take
     /// effect. 0 is a capacity like any other (see [`new`](Self::new)), and a
