@@ -20,6 +20,8 @@ mod deferred_release_wakeup;
 mod drain;
 mod fifo_handoff;
 #[cfg(feature = "alloc")]
+mod first_poll_shed;
+#[cfg(feature = "alloc")]
 mod gate_release_order;
 mod panicking_waker;
 #[cfg(feature = "alloc")]
