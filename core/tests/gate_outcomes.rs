@@ -143,16 +143,20 @@ fn ceiling_shorter_than_budget_ends_the_wait_busy_and_counted() {
 }
 
 #[test]
-fn ceiling_longer_than_budget_does_not_extend_it() {
+fn ceiling_at_or_above_the_budget_does_not_extend_it() {
     let (gate, timer, rec) = gate(1, 1);
     let _held = take(&gate, 1, Src::Mirror);
-    let mut w = Box::pin(gate.acquire(1, Src::Upload).ceiling(BUDGET * 10));
-    assert_eq!(w.max_wait(), BUDGET);
-    assert!(poll(&mut w).is_none());
+    // Longer, or equal: the budget is the limit that binds, and is named.
+    let mut longer = Box::pin(gate.acquire(1, Src::Upload).ceiling(BUDGET * 10));
+    let mut equal = Box::pin(gate.acquire(1, Src::Upload).ceiling(BUDGET));
+    assert_eq!(longer.max_wait(), BUDGET);
+    assert!(poll(&mut longer).is_none());
+    assert!(poll(&mut equal).is_none());
     timer.advance(BUDGET);
-    busy_retry_after(poll(&mut w));
-    assert_eq!(rec.sheds("upload"), 1);
-    assert_eq!(rec.shed_reasons(), [ShedReason::WaitBudget]);
+    busy_retry_after(poll(&mut longer));
+    busy_retry_after(poll(&mut equal));
+    assert_eq!(rec.sheds("upload"), 2);
+    assert_eq!(rec.shed_reasons(), [ShedReason::WaitBudget; 2]);
 }
 
 #[test]

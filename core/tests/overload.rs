@@ -264,18 +264,18 @@ fn standing_queue<'g>(
     timer: &ManualTimer,
     rec: &Recorder,
 ) -> (Waiting<'g>, GatePermit<Src>) {
-    let (head, held, _) = standing_queue_before(gate, timer, rec, 0);
+    let (head, held, _) = standing_queue_before(gate, timer, rec, &[]);
     (head, held)
 }
 
-/// [`standing_queue`], with `sheddable` 1-unit `Sheddable` requests parked
+/// [`standing_queue`], with a 1-unit request of each class in `behind` parked
 /// behind the last critical one (at 1.2 s, before the gate is overloaded):
 /// returned too, oldest first.
 fn standing_queue_before<'g>(
     gate: &'g TestGate,
     timer: &ManualTimer,
     rec: &Recorder,
-    sheddable: usize,
+    classes: &[Priority],
 ) -> (Waiting<'g>, GatePermit<Src>, Vec<Waiting<'g>>) {
     let mut behind = Vec::new();
     pace(gate, timer, ms(300)); // t = 0.3 s; the mean hold is 300 ms
@@ -296,8 +296,8 @@ fn standing_queue_before<'g>(
             queue.push_back(park(gate, 1));
         }
         if step == 3 {
-            behind.extend((0..sheddable).map(|_| {
-                let mut w = Box::pin(gate.acquire(1, Src::Mirror).priority(Priority::Sheddable));
+            behind.extend(classes.iter().map(|&class| {
+                let mut w = Box::pin(gate.acquire(1, Src::Mirror).priority(class));
                 assert!(poll(w.as_mut()).is_pending(), "expected to park");
                 w
             }));
@@ -333,13 +333,17 @@ fn a_standing_queue_is_detected_and_the_cap_sheds_a_wait_past_twice_the_target()
 #[test]
 fn at_the_cap_a_lower_class_is_shed_first_once_per_look() {
     let (gate, timer, rec) = gate(1);
-    let (mut w3, _p2, mut sheddable) = standing_queue_before(&gate, &timer, &rec, 2);
+    let (mut w3, _p2, mut sheddable) =
+        standing_queue_before(&gate, &timer, &rec, &[Priority::Sheddable; 2]);
     let before = rec.total_sheds();
     // w3 (critical) has waited 300 ms, past the cap of 200 ms: the oldest
     // sheddable request is shed for it, and it waits on.
     assert!(poll(w3.as_mut()).is_pending());
-    // Polled again before its next look, it sheds nobody more.
+    let estimate = gate.estimated_wait(1);
+    // Polled again before its next look, it sheds nobody more: nothing more is
+    // on its way out of the queue.
     assert!(poll(w3.as_mut()).is_pending());
+    assert_eq!(gate.estimated_wait(1), estimate);
     match poll(sheddable[0].as_mut()) {
         Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Outranked)),
         other => panic!("{other:?}"),
@@ -371,9 +375,34 @@ fn at_the_cap_a_lower_class_is_shed_first_once_per_look() {
 }
 
 #[test]
+fn at_the_cap_a_request_sheds_its_own_units_of_the_lowest_class_only() {
+    let (gate, timer, rec) = gate(1);
+    let classes = [Priority::SheddablePlus, Priority::Sheddable];
+    let (mut w3, _p2, mut behind) = standing_queue_before(&gate, &timer, &rec, &classes);
+    let before = rec.total_sheds();
+    // w3 (critical, 1 unit) past the cap: one unit of the lowest class goes,
+    // though it came last; the class above it is left alone.
+    assert!(poll(w3.as_mut()).is_pending());
+    match poll(behind[1].as_mut()) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Outranked)),
+        other => panic!("{other:?}"),
+    }
+    // The other, past its own cap with nobody below it now, meets the cap.
+    match poll(behind[0].as_mut()) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Overload)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        rec.shed_reasons()[before..],
+        [ShedReason::Outranked, ShedReason::Overload]
+    );
+}
+
+#[test]
 fn a_request_granted_before_its_look_at_the_cap_sheds_nobody() {
     let (gate, timer, rec) = gate(1);
-    let (mut w3, p2, mut sheddable) = standing_queue_before(&gate, &timer, &rec, 1);
+    let (mut w3, p2, mut sheddable) =
+        standing_queue_before(&gate, &timer, &rec, &[Priority::Sheddable]);
     // The unit comes back: w3, the head, is granted by the release, before its
     // owner polls it past the cap.
     drop(p2);
@@ -418,6 +447,21 @@ fn an_idle_gate_leaves_the_overloaded_state_when_watched() {
     drop(gate);
     timer.advance(ms(300));
     assert!(poll(watch.as_mut()).is_ready());
+}
+
+#[test]
+fn a_watched_gate_with_a_request_parked_stays_overloaded() {
+    let (gate, timer, rec) = gate(1);
+    // w3 stays parked (its owner away) and the unit held.
+    let (_w3, _p2) = standing_queue(&gate, &timer, &rec);
+    let mut watch = Box::pin(gate.watch_overload());
+    assert!(poll(watch.as_mut()).is_pending());
+    // Two calm intervals of looks: none may show the rule an empty queue.
+    for _ in 0..6 {
+        timer.advance(ms(300));
+        assert!(poll(watch.as_mut()).is_pending());
+    }
+    assert!(gate.is_overloaded());
 }
 
 #[test]

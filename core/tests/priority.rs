@@ -120,6 +120,10 @@ fn a_source_names_its_class_and_an_acquire_may_change_it() {
         .try_now()
         .unwrap();
     assert_eq!(raised.priority(), Priority::Critical);
+    let lowered = gate
+        .acquire(1, Site::Pull)
+        .priority(Priority::SheddablePlus);
+    assert_eq!(lowered.priority_class(), Priority::SheddablePlus);
     let shed = gate.try_acquire(1, Site::Sync).unwrap_err();
     assert_eq!(shed.shed_reason(), Some(ShedReason::NoWait));
     assert_eq!(
@@ -196,6 +200,26 @@ fn a_higher_class_behind_lower_ones_past_the_target_sheds_them_lowest_first() {
         .shed_reasons()
         .iter()
         .all(|&r| r == ShedReason::Outranked));
+}
+
+#[test]
+fn a_higher_class_sheds_only_what_keeps_it_within_the_target() {
+    // Capacity 8: a unit comes back every 50 ms, so the target (100 ms) is two
+    // units' returns and the mark (four targets) eight.
+    let (gate, _, rec) = gate(8, true, None);
+    let _held: Vec<_> = (0..8)
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect();
+    let mut prefetch: Vec<_> = (0..8).map(|_| park(&gate, Site::Prefetch)).collect();
+    // A critical arrival behind nine units, past the mark: it keeps two within
+    // the target (its own and one more), so seven go, the oldest first.
+    let mut pull = park(&gate, Site::Pull);
+    for w in &mut prefetch[..7] {
+        outranked(w);
+    }
+    assert!(outcome(&mut prefetch[7]).is_pending());
+    assert!(outcome(&mut pull).is_pending());
+    assert_eq!(rec.shed_reasons(), [ShedReason::Outranked; 7]);
 }
 
 #[test]
@@ -319,6 +343,28 @@ fn a_full_queue_sheds_the_lowest_class_parked_rather_than_a_higher_arrival() {
         ]
     );
     assert!(outcome(&mut resume).is_pending());
+}
+
+#[test]
+fn a_full_queue_sheds_a_request_once_though_its_owner_has_not_seen_it() {
+    let (gate, _, rec) = gate(1, false, Some(1));
+    let _held = gate.try_acquire(1, Site::Pull).unwrap();
+    let mut prefetch = park(&gate, Site::Prefetch);
+    // The first critical arrival takes its place; the victim has not yet
+    // polled, so it still counts among the parked, on its way out.
+    let mut first = park(&gate, Site::Pull);
+    // A second finds nobody left below it to shed: the one place is taken.
+    let mut second = Box::pin(gate.acquire(1, Site::Pull));
+    match outcome(&mut second) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::QueueFull)),
+        other => panic!("the place was given twice: {other:?}"),
+    }
+    outranked(&mut prefetch);
+    assert!(outcome(&mut first).is_pending());
+    assert_eq!(
+        rec.shed_reasons(),
+        [ShedReason::QueueFull, ShedReason::Outranked]
+    );
 }
 
 #[test]
