@@ -266,3 +266,20 @@ pub fn heavy(model: impl Fn() + Sync + Send + 'static) {
     builder.preemption_bound = Some(bound);
     builder.check(model);
 }
+
+/// A gate's clock that stands still: no wait expires, so only grants and the
+/// queue's own rules end a wait.
+#[cfg(feature = "alloc")]
+#[derive(Debug)]
+pub struct Frozen;
+
+#[cfg(feature = "alloc")]
+impl admit::Timer for Frozen {
+    type Sleep = core::future::Pending<()>;
+    fn now(&self) -> core::time::Duration {
+        core::time::Duration::ZERO
+    }
+    fn sleep_until(&self, _: core::time::Duration) -> Self::Sleep {
+        core::future::pending()
+    }
+}

@@ -17,33 +17,18 @@
 //! interleaving where the shed lands inside the first poll ("only a parked
 //! request is shed").
 
-use core::future::{Future, Pending};
 use core::pin::pin;
-use core::task::{Context, Poll, Waker};
-use core::time::Duration;
+use core::task::{Poll, Waker};
 use std::sync::Arc;
 
-use admit::{Gate, GateError, Observer, Priority, ShedEvent, ShedReason, Timer};
+use admit::{Gate, GateError, Observer, Priority, ShedEvent, ShedReason};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
+use loom_tests::{poll_once, Frozen};
 
 admit::sources! {
     /// The model's call site.
     enum Src { Upload => "upload" }
-}
-
-/// A clock that stands still: no wait expires, so only the queue's own rules
-/// shed.
-struct Frozen;
-
-impl Timer for Frozen {
-    type Sleep = Pending<()>;
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn sleep_until(&self, _: Duration) -> Pending<()> {
-        core::future::pending()
-    }
 }
 
 /// Counts the sheds the gate tells.
@@ -57,10 +42,6 @@ impl Observer for Sheds {
 }
 
 type ModelGate = Gate<Src, Frozen, Arc<Sheds>>;
-
-fn poll_once<F: Future>(future: core::pin::Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
-}
 
 #[test]
 fn a_shed_at_the_first_poll_ends_as_a_shed_at_arrival() {
@@ -78,7 +59,7 @@ fn a_shed_at_the_first_poll_ends_as_a_shed_at_arrival() {
         // by the release while its owner is away: still counted as parked.
         let held = gate.try_acquire(1, Src::Upload).expect("free");
         let mut granted = pin!(gate.acquire(1, Src::Upload).priority(Priority::Sheddable));
-        assert!(poll_once(granted.as_mut()).is_pending());
+        assert!(poll_once(granted.as_mut(), Waker::noop()).is_pending());
         held.release();
 
         let critical = {
@@ -88,12 +69,12 @@ fn a_shed_at_the_first_poll_ends_as_a_shed_at_arrival() {
                 // Parks (taking the sheddable class's place) or, its turn
                 // racing nothing it can win, stays pending; never shed: no
                 // class below it is left unshed.
-                assert!(poll_once(critical.as_mut()).is_pending());
+                assert!(poll_once(critical.as_mut(), Waker::noop()).is_pending());
             })
         };
 
         let mut arriving = pin!(gate.acquire(1, Src::Upload).priority(Priority::Sheddable));
-        let told = match poll_once(arriving.as_mut()) {
+        let told = match poll_once(arriving.as_mut(), Waker::noop()) {
             // Outranked: shed inside its first poll. QueueFull: its class
             // holds the one place and nobody is below it.
             Poll::Ready(Err(GateError::Busy { reason, .. })) => {
@@ -108,7 +89,7 @@ fn a_shed_at_the_first_poll_ends_as_a_shed_at_arrival() {
         critical.join().unwrap();
 
         // The granted request's owner comes back for its unit.
-        match poll_once(granted.as_mut()) {
+        match poll_once(granted.as_mut(), Waker::noop()) {
             Poll::Ready(Ok(permit)) => permit.release(),
             other => panic!("the granted request: {other:?}"),
         }
@@ -117,7 +98,10 @@ fn a_shed_at_the_first_poll_ends_as_a_shed_at_arrival() {
         // Every place among the parked back: the one place is free again.
         let held = gate.try_acquire(1, Src::Upload).expect("every unit back");
         let mut next = pin!(gate.acquire(1, Src::Upload).priority(Priority::Sheddable));
-        assert!(poll_once(next.as_mut()).is_pending(), "the place is free");
+        assert!(
+            poll_once(next.as_mut(), Waker::noop()).is_pending(),
+            "the place is free"
+        );
         drop(held);
     });
 }

@@ -4,14 +4,13 @@
 //! before the units return. A negative control does the release in the reverse
 //! order (units back first, gauge decremented after) and loom catches the overshoot.
 
-use core::future::Pending;
-use core::time::Duration;
 use std::sync::Arc;
 
-use admit::{AdmitEvent, Gate, Observer, ReleaseEvent, Semaphore, Timer};
+use admit::{AdmitEvent, Gate, Observer, ReleaseEvent, Semaphore};
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
+use loom_tests::Frozen;
 
 admit::sources! {
     /// The model's call sites.
@@ -56,20 +55,6 @@ impl Observer for Gauge {
     }
     fn on_release(&self, event: &ReleaseEvent) {
         self.sub(event.units);
-    }
-}
-
-/// A clock that stands still: the wait budget never expires, so only grants end a
-/// wait.
-struct Frozen;
-
-impl Timer for Frozen {
-    type Sleep = Pending<()>;
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn sleep_until(&self, _: Duration) -> Pending<()> {
-        core::future::pending()
     }
 }
 
