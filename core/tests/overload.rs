@@ -268,7 +268,7 @@ fn standing_queue<'g>(
     (head, held)
 }
 
-/// [`standing_queue`], with a 1-unit request of each class in `behind` parked
+/// [`standing_queue`], with a 1-unit request of each class in `classes` parked
 /// behind the last critical one (at 1.2 s, before the gate is overloaded):
 /// returned too, oldest first.
 fn standing_queue_before<'g>(
