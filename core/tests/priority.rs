@@ -75,6 +75,13 @@ fn gate_with_budget(
     (gate, timer, rec)
 }
 
+/// Every unit of `gate`, held by critical requests.
+fn hold_all(gate: &TestGate) -> Vec<GatePermit<Site>> {
+    (0..gate.capacity())
+        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
+        .collect()
+}
+
 fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
     f.poll(&mut Context::from_waker(Waker::noop()))
 }
@@ -162,9 +169,7 @@ fn priority_never_reorders_the_queue() {
 #[test]
 fn a_higher_class_behind_lower_ones_past_the_target_sheds_them_lowest_first() {
     let (gate, timer, rec) = gate(4, true, None);
-    let held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let held = hold_all(&gate);
     // Two classes below `Critical` parked, the lower one last: a unit comes back
     // every 100 ms, so a newcomer would wait 500 ms behind them, past the target.
     let mut sync = [park(&gate, Site::Sync), park(&gate, Site::Sync)];
@@ -207,9 +212,7 @@ fn a_higher_class_sheds_only_what_keeps_it_within_the_target() {
     // Capacity 8: a unit comes back every 50 ms, so the target (100 ms) is two
     // units' returns and the mark (four targets) eight.
     let (gate, _, rec) = gate(8, true, None);
-    let _held: Vec<_> = (0..8)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     let mut prefetch: Vec<_> = (0..8).map(|_| park(&gate, Site::Prefetch)).collect();
     // A critical arrival behind nine units, past the mark: it keeps two within
     // the target (its own and one more), so seven go, the oldest first.
@@ -225,9 +228,7 @@ fn a_higher_class_sheds_only_what_keeps_it_within_the_target() {
 #[test]
 fn below_the_mark_a_higher_class_waits_behind_lower_ones_as_one_fifo_would() {
     let (gate, _, rec) = gate(4, true, None);
-    let _held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     // A critical arrival would wait 300 ms, past the target but short of the
     // mark (four targets): a burst, which one FIFO serves as it would without
     // classes.
@@ -242,9 +243,7 @@ fn below_the_mark_a_higher_class_waits_behind_lower_ones_as_one_fifo_would() {
 #[test]
 fn past_the_mark_the_gate_is_pressed_for_an_interval_after_its_last_shed() {
     let (gate, timer, rec) = gate(4, true, None);
-    let _held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     // A fifth sheddable arrival finds the queue past the mark (400 ms): it
     // sheds nobody (nobody is below it), but the gate is pressed.
     let mut prefetch: Vec<_> = (0..5).map(|_| park(&gate, Site::Prefetch)).collect();
@@ -273,9 +272,7 @@ fn past_the_mark_the_gate_is_pressed_for_an_interval_after_its_last_shed() {
 #[test]
 fn the_same_class_sheds_nobody_and_a_lower_one_nobody_above_it() {
     let (gate, _, rec) = gate(4, true, None);
-    let _held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     let mut parked: Vec<_> = (0..4).map(|_| park(&gate, Site::Pull)).collect();
     parked.push(park(&gate, Site::Pull));
     parked.push(park(&gate, Site::Prefetch));
@@ -292,9 +289,7 @@ fn the_same_class_sheds_nobody_and_a_lower_one_nobody_above_it() {
 #[test]
 fn a_shed_loses_to_a_grant() {
     let (gate, timer, rec) = gate(2, true, None);
-    let mut held: Vec<_> = (0..2)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let mut held = hold_all(&gate);
     let mut prefetch = park(&gate, Site::Prefetch);
     let mut behind = park(&gate, Site::Prefetch);
     // A unit comes back, held as long as the others (so the pace stays): the
@@ -370,9 +365,7 @@ fn a_full_queue_sheds_a_request_once_though_its_owner_has_not_seen_it() {
 #[test]
 fn a_victim_that_leaves_before_it_sees_the_shed_counts_nothing() {
     let (gate, _, rec) = gate(4, true, None);
-    let _held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     // Past the mark (four units' returns): the gate is pressed.
     let prefetch: Vec<_> = (0..4).map(|_| park(&gate, Site::Prefetch)).collect();
     let _pull = park(&gate, Site::Pull);
@@ -388,9 +381,7 @@ fn a_victim_that_leaves_before_it_sees_the_shed_counts_nothing() {
 #[test]
 fn retry_after_says_when_the_class_would_get_in() {
     let (gate, _, rec) = gate(4, false, None);
-    let _held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     let _parked = [park(&gate, Site::Prefetch), park(&gate, Site::Prefetch)];
     // A sheddable request waits behind both, a critical one behind neither.
     let low = gate.try_acquire(1, Site::Prefetch).unwrap_err();
@@ -417,9 +408,7 @@ fn a_blocked_thread_is_shed_for_a_higher_class_too() {
     // A blocked thread's wait runs on the system clock: the longest budget, so
     // that only the shed can end it, however slowly the threads run (miri).
     let (gate, _, _) = gate_with_budget(4, true, None, admit::MAX_WAIT_BUDGET);
-    let _held: Vec<_> = (0..4)
-        .map(|_| gate.try_acquire(1, Site::Pull).unwrap())
-        .collect();
+    let _held = hold_all(&gate);
     // Past the mark with the thread: the gate is pressed.
     let _prefetch: Vec<_> = (0..4).map(|_| park(&gate, Site::Prefetch)).collect();
     // The lowest class's estimate counts every parked unit, the gate's own
