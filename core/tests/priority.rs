@@ -105,6 +105,17 @@ fn outranked(w: &mut Waiting<'_>) {
     }
 }
 
+/// A new acquire from `site`, polled once: it must be shed at arrival, for
+/// `reason`.
+#[track_caller]
+fn shed_at_arrival(gate: &TestGate, site: Site, reason: ShedReason) {
+    let mut w = Box::pin(gate.acquire(1, site));
+    match outcome(&mut w) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(reason)),
+        other => panic!("expected a shed at arrival ({reason:?}), got {other:?}"),
+    }
+}
+
 #[track_caller]
 fn granted(w: &mut Waiting<'_>) -> GatePermit<Site> {
     match outcome(w) {
@@ -318,17 +329,9 @@ fn a_full_queue_sheds_the_lowest_class_parked_rather_than_a_higher_arrival() {
     outranked(&mut sync);
     assert!(outcome(&mut pull).is_pending());
     // Nobody below a `Critical` arrival now: the queue is full for it.
-    let mut refused = Box::pin(gate.acquire(1, Site::Pull));
-    match outcome(&mut refused) {
-        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::QueueFull)),
-        other => panic!("{other:?}"),
-    }
+    shed_at_arrival(&gate, Site::Pull, ShedReason::QueueFull);
     // And a lower class never sheds a higher one.
-    let mut low = Box::pin(gate.acquire(1, Site::Prefetch));
-    match outcome(&mut low) {
-        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::QueueFull)),
-        other => panic!("{other:?}"),
-    }
+    shed_at_arrival(&gate, Site::Prefetch, ShedReason::QueueFull);
     assert_eq!(
         rec.shed_reasons(),
         [
@@ -349,11 +352,7 @@ fn a_full_queue_sheds_a_request_once_though_its_owner_has_not_seen_it() {
     // polled, so it still counts among the parked, on its way out.
     let mut first = park(&gate, Site::Pull);
     // A second finds nobody left below it to shed: the one place is taken.
-    let mut second = Box::pin(gate.acquire(1, Site::Pull));
-    match outcome(&mut second) {
-        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::QueueFull)),
-        other => panic!("the place was given twice: {other:?}"),
-    }
+    shed_at_arrival(&gate, Site::Pull, ShedReason::QueueFull);
     outranked(&mut prefetch);
     assert!(outcome(&mut first).is_pending());
     assert_eq!(
