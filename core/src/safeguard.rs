@@ -71,6 +71,10 @@ pub enum Safeguard {
     /// a shrink posted after the server settled, and the pass goes round to pay
     /// that first.
     RetiringStopsGrants,
+    /// A counter's request above the capacity waits for it rather than
+    /// failing: its park, its turn at the head and a lowering of the capacity
+    /// leave it be (`Semaphore::counting`).
+    CounterWaitsOversize,
     /// After a close, drain waiters keep `QUEUED` set, so the release that brings
     /// the last unit back serves them.
     DrainKeepsQueued,

@@ -146,6 +146,9 @@ pub struct Semaphore {
     #[cfg(feature = "alloc")]
     shedding: Option<Box<Shedding>>,
     queue: WaitQueue,
+    /// A counter's semaphore ([`Semaphore::counting`]): a request above the
+    /// capacity waits for it to grow, instead of failing. Set at construction.
+    counting: bool,
     /// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
     /// contended operation touches the state word and the queue's heads together,
     /// so one line transfer brings both, and nothing else shares the block
@@ -165,19 +168,73 @@ impl Semaphore {
     loom_const_fn! {
         /// A semaphore with `capacity` units, all free.
         ///
-        /// A capacity of 0 is allowed, as it is reachable anyway (forgotten
-        /// permits shrink the capacity): every acquire then fails at once with
+        /// A request for more units than the capacity fails at once with
         /// [`ExceedsCapacity`](AcquireError::ExceedsCapacity), since no request
-        /// waits for units that do not exist, until
-        /// [`add_units`](Self::add_units) or [`set_capacity`](Self::set_capacity)
-        /// raises it. A `Gate`'s capacity is a configuration and
-        /// refuses 0 (`ConfigError::ZeroCapacity`).
+        /// waits for units that do not exist, and a parked one fails so when a
+        /// shrink lowers the capacity below it: right for admission, where the
+        /// capacity is what the service can take. A capacity of 0 is allowed,
+        /// as it is reachable anyway (forgotten permits shrink the capacity);
+        /// every acquire fails until [`add_units`](Self::add_units) or
+        /// [`set_capacity`](Self::set_capacity) raises it. A `Gate`'s capacity
+        /// is a configuration and refuses 0 (`ConfigError::ZeroCapacity`). To
+        /// wait for the capacity instead, as a pool's counter does, see
+        /// [`counting`](Self::counting).
         ///
         /// # Panics
         ///
         /// If `capacity > Semaphore::MAX_UNITS`.
         #[must_use]
         pub fn new(capacity: usize) -> Semaphore {
+            Semaphore::with_mode(capacity, false)
+        }
+    }
+
+    loom_const_fn! {
+        /// A semaphore used as a counter, as tokio's is: a request above the
+        /// capacity parks, in FIFO order like any other, until
+        /// [`add_units`](Self::add_units) or [`set_capacity`](Self::set_capacity)
+        /// makes room for it or the semaphore closes; a shrink or a forgotten
+        /// permit never fails a parked request; and
+        /// [`try_acquire`](Self::try_acquire) of more than is free says
+        /// [`NoUnits`](TryAcquireError::NoUnits). Only a request above
+        /// [`MAX_UNITS`](Self::MAX_UNITS), which nothing can make fit, fails at
+        /// once with [`ExceedsCapacity`](AcquireError::ExceedsCapacity).
+        ///
+        /// A pool starts at `counting(0)`, adds a unit per object it makes, and
+        /// [`forget`](Permit::forget)s one per object it retires.
+        ///
+        /// Arrival order holds for an oversize request too: parked at the head,
+        /// it blocks every request behind it until the capacity fits it, even
+        /// those that would fit now (head-of-line blocking, as in tokio).
+        /// `docs/from-tokio.md` maps each call of tokio's semaphore to this one.
+        ///
+        /// # Panics
+        ///
+        /// If `capacity > Semaphore::MAX_UNITS`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use admit::Semaphore;
+        /// use std::future::Future;
+        /// use std::pin::pin;
+        /// use std::task::{Context, Waker};
+        ///
+        /// let pool = Semaphore::counting(0);
+        /// let mut cx = Context::from_waker(Waker::noop());
+        /// let mut checkout = pin!(pool.acquire(1));
+        /// assert!(checkout.as_mut().poll(&mut cx).is_pending()); // waits: no object yet
+        /// pool.add_units(1); // an object is made
+        /// assert!(checkout.as_mut().poll(&mut cx).is_ready());
+        /// ```
+        #[must_use]
+        pub fn counting(capacity: usize) -> Semaphore {
+            Semaphore::with_mode(capacity, true)
+        }
+    }
+
+    loom_const_fn! {
+        fn with_mode(capacity: usize, counting: bool) -> Semaphore {
             assert!(capacity <= Semaphore::MAX_UNITS, "capacity exceeds Semaphore::MAX_UNITS");
             Semaphore {
                 state: State::new(capacity),
@@ -186,9 +243,18 @@ impl Semaphore {
                 #[cfg(feature = "alloc")]
                 shedding: None,
                 queue: WaitQueue::new(),
+                counting,
                 _block: [],
             }
         }
+    }
+
+    /// Whether a request above the capacity fails (the default) rather than
+    /// waits for it (a counter's, [`counting`](Self::counting)): read at a
+    /// park, at the head, and where the capacity is lowered.
+    #[inline]
+    fn oversize_fails(&self) -> bool {
+        !self.counting || !Safeguard::CounterWaitsOversize.on()
     }
 
     /// A semaphore whose parked requests can be shed by rank (`shedding.rs`):
@@ -296,8 +362,9 @@ impl Semaphore {
     /// units, the free ones never exceed the capacity (a shrink sets `RETIRING`
     /// before it returns, and until then a take is one made before it), so a
     /// request above the capacity is always refused, and then reported as
-    /// [`ExceedsCapacity`](TryAcquireError::ExceedsCapacity) whatever else
-    /// refused it.
+    /// [`ExceedsCapacity`](TryAcquireError::ExceedsCapacity) unless the
+    /// semaphore is closed: `Closed` comes first, as in tokio, since a closed
+    /// semaphore grants nothing whatever the capacity.
     #[inline]
     pub(crate) fn try_take(&self, units: usize) -> Result<(), TryAcquireError> {
         assert_nonzero(units);
@@ -309,19 +376,24 @@ impl Semaphore {
     /// Why the fast path refused `units`.
     #[cold]
     fn refusal(&self, units: usize, refused: Refused) -> TryAcquireError {
-        match self.check_fits(units) {
-            Err(exceeds) => TryAcquireError::ExceedsCapacity(exceeds),
-            Ok(()) => match refused {
-                Refused::NoUnits => TryAcquireError::NoUnits,
-                Refused::Closed => TryAcquireError::Closed,
-            },
+        match (refused, self.check_fits(units)) {
+            (Refused::Closed, _) => TryAcquireError::Closed,
+            (Refused::NoUnits, Err(exceeds)) => TryAcquireError::ExceedsCapacity(exceeds),
+            (Refused::NoUnits, Ok(())) => TryAcquireError::NoUnits,
         }
     }
 
+    /// Whether a request of `units` can ever be granted: not above the
+    /// capacity, or for a counter, not above [`MAX_UNITS`](Self::MAX_UNITS).
     #[inline]
     pub(crate) fn check_fits(&self, units: usize) -> Result<(), ExceedsCapacity> {
         let capacity = self.capacity();
-        if units > capacity {
+        let limit = if self.oversize_fails() {
+            capacity
+        } else {
+            Semaphore::MAX_UNITS
+        };
+        if units > limit {
             Err(ExceedsCapacity {
                 requested: units,
                 capacity,
@@ -353,7 +425,7 @@ impl Semaphore {
     ) -> usize {
         self.queue.enqueue(slot.as_mut(), units, rank, waker);
         let prev = self.state.join();
-        let oversize = self.resizes.sweep_if_oversize(&self.state, units);
+        let oversize = self.oversize_fails() && self.resizes.sweep_if_oversize(&self.state, units);
         let phase = || WaitQueue::phase(&slot);
         if oversize || join_needs_service(prev, units, phase() != status::WAITING) {
             self.serve();

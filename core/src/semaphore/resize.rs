@@ -59,7 +59,8 @@ impl Semaphore {
     ///   use never exceed the new capacity once the shrink has returned (except
     ///   those already held above it, which only come back). Parked and later
     ///   requests for more than the new capacity fail with
-    ///   [`AcquireError::ExceedsCapacity`](super::AcquireError::ExceedsCapacity).
+    ///   [`AcquireError::ExceedsCapacity`](super::AcquireError::ExceedsCapacity),
+    ///   or for a [`counting`](Self::counting) semaphore wait for it to grow.
     ///
     /// Resizes that race each other end at the capacity of the last to take
     /// effect. 0 is a capacity like any other (see [`new`](Self::new)), and a
@@ -95,7 +96,9 @@ impl Semaphore {
         } else if capacity < previous {
             self.resizes.post_retirement(previous - capacity);
             self.state.start_retiring();
-            self.resizes.mark_lowered();
+            if self.oversize_fails() {
+                self.resizes.mark_lowered();
+            }
             true
         } else {
             false
@@ -126,6 +129,32 @@ impl Semaphore {
         assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
     }
 
+    /// Takes up to `units` of the free units out of the semaphore for good, as
+    /// if acquired and forgotten, and returns how many it took: the capacity
+    /// shrinks by them (tokio's `forget_permits`). Never waits, and takes free
+    /// units even while requests are parked (they wait for more than is free)
+    /// or the semaphore is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use admit::Semaphore;
+    ///
+    /// let sem = Semaphore::new(5);
+    /// let held = sem.try_acquire(3).unwrap();
+    /// assert_eq!(sem.forget_free(4), 2); // only 2 are free
+    /// assert_eq!((sem.capacity(), sem.available()), (3, 0));
+    /// drop(held);
+    /// assert_eq!(sem.available(), 3);
+    /// ```
+    pub fn forget_free(&self, units: usize) -> usize {
+        let taken = self.state.take_free(units);
+        if taken != 0 {
+            self.forget(taken);
+        }
+        taken
+    }
+
     /// Takes `units` held by a permit out of the semaphore for good: its capacity
     /// shrinks by them.
     pub(crate) fn forget(&self, units: usize) {
@@ -134,10 +163,12 @@ impl Semaphore {
         self.state.begin_resize();
         let cut = self.state.forget_capacity(units);
         self.resizes.post_forget(units - cut);
-        // Parked requests may no longer fit (the sweep), and a drain may now be
-        // complete.
-        self.state.order_after_joins();
-        self.resizes.mark_lowered();
+        // Parked requests may no longer fit (the sweep; a counter's wait), and
+        // a drain may now be complete.
+        if self.oversize_fails() {
+            self.state.order_after_joins();
+            self.resizes.mark_lowered();
+        }
         self.end_resize(true);
     }
 

@@ -55,9 +55,10 @@ pub(crate) fn join_needs_service(prev: usize, units: usize, resolved: bool) -> b
 }
 
 /// What the pass does with a waiting head of `units`: the outcome to resolve it
-/// with (a grant takes the units here), or where to stop.
-fn head_outcome(state: &State, units: usize) -> Result<usize, Stop> {
-    if units > state.capacity() {
+/// with (a grant takes the units here), or where to stop. A head above the
+/// capacity fails if `oversize_fails`, and otherwise waits for it (a counter's).
+fn head_outcome(state: &State, units: usize, oversize_fails: bool) -> Result<usize, Stop> {
+    if oversize_fails && units > state.capacity() {
         return Ok(status::EXCEEDS);
     }
     match state.take_for_head(units) {
@@ -256,7 +257,10 @@ impl Semaphore {
                     // the head refuses: the free units went to the retirement,
                     // and a release racing this pass asked for service, so the
                     // next pass pays with its units first.
-                    queue.grant_from_head(state, wakers, |units| head_outcome(state, units))
+                    let oversize_fails = self.oversize_fails();
+                    queue.grant_from_head(state, wakers, |units| {
+                        head_outcome(state, units, oversize_fails)
+                    })
                 };
                 #[cfg(feature = "alloc")]
                 if let Some(shedding) = self.shedding.as_deref() {

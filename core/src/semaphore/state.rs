@@ -469,6 +469,28 @@ impl State {
         }
     }
 
+    /// Takes up to `units` of the free units, whoever waits and whatever the
+    /// flags (the caller forgets them at once); returns how many it took.
+    /// `Acquire`, as a fast path's take.
+    pub(crate) fn take_free(&self, units: usize) -> usize {
+        let mut state = self.word.load(Ordering::Relaxed);
+        loop {
+            let take = available(state).min(units);
+            if take == 0 {
+                return 0;
+            }
+            match self.word.compare_exchange_weak(
+                state,
+                state - (take << SHIFT),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
     /// Server only: takes up to `debt` free units out of circulation; returns how
     /// many it took.
     pub(crate) fn retire(&self, debt: usize) -> usize {
