@@ -111,3 +111,49 @@ fn without_serving_a_resolved_join_queued_goes_stale() {
         granted_before_its_join,
     );
 }
+
+/// A counter's request above the capacity (`Semaphore::counting(0)`, two units)
+/// races the `add_units` that makes room for it: the units come before its
+/// fast path, between its refusal and its join, or after it parked. It parks
+/// rather than failing, and is granted in each case: by its join that finds
+/// the units back, or by the pass the grow's release asks for.
+fn counter_grows_under_a_parker() {
+    let semaphore = shared(Semaphore::counting(0));
+    let adder = {
+        let semaphore = semaphore.clone();
+        thread::spawn(move || semaphore.add_units(2))
+    };
+    let permit = block_on(acquire_shared(&semaphore, 2))
+        .expect("a counter's request above the capacity waits for it");
+    drop(permit);
+    adder.join().unwrap();
+    assert_eq!(semaphore.capacity(), 2);
+    assert_idle(&semaphore);
+}
+
+#[test]
+fn a_counter_parks_above_the_capacity_until_it_grows() {
+    loom::model(counter_grows_under_a_parker);
+}
+
+/// Negative control: the grow's units land between the refusal and the join,
+/// and the join leaves them be.
+#[test]
+fn without_serving_on_units_back_the_counters_parker_is_stranded() {
+    without(
+        Safeguard::JoinServesUnitsBack,
+        DEADLOCK,
+        counter_grows_under_a_parker,
+    );
+}
+
+/// Negative control: the counter treats a request above the capacity as the
+/// default semaphore does, and it fails.
+#[test]
+fn without_the_counters_wait_an_oversize_request_fails() {
+    without(
+        Safeguard::CounterWaitsOversize,
+        "a counter's request above the capacity waits for it",
+        counter_grows_under_a_parker,
+    );
+}
