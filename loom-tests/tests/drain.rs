@@ -165,3 +165,34 @@ fn without_the_deferred_serve_the_drain_misses_the_grow() {
         drain_against_a_grow,
     );
 }
+
+/// A counter's forget makes no serving pass unless the semaphore is closed: a
+/// pool's checkout, racing a drain that closes, checks and parks. The forget's
+/// read-modify-write of the state word either reads the drain's join (and
+/// serves it) or is read by it (and the drain's check sees the lowered
+/// capacity).
+fn counter_forget_against_the_drain() {
+    let sem = shared(Semaphore::counting(1));
+    let held = try_acquire_shared(&sem, 1).unwrap();
+    let forgetter = thread::spawn(move || held.forget());
+    block_on(sem.drain());
+    forgetter.join().unwrap();
+    assert_eq!((sem.capacity(), sem.available()), (0, 0));
+    assert_eq!(sem.waiters(), 0);
+}
+
+#[test]
+fn a_drain_completes_when_a_counters_last_permit_is_forgotten() {
+    loom::model(counter_forget_against_the_drain);
+}
+
+/// Negative control: the forget reads the state word with a plain load, which
+/// can miss the drain's join while the drain's check misses the forget.
+#[test]
+fn without_ordering_the_forget_after_joins_the_drain_is_stranded() {
+    without(
+        Safeguard::ForgetOrdersAfterJoins,
+        DEADLOCK,
+        counter_forget_against_the_drain,
+    );
+}

@@ -20,7 +20,7 @@
 //!    ([`State::all_units_back`]).
 
 use super::queue::Queue;
-use super::state::{State, UNITS_OWED};
+use super::state::{State, CLOSED, UNITS_OWED};
 use super::wait_status::status;
 use super::wake_list::WakeList;
 use super::Semaphore;
@@ -162,14 +162,20 @@ impl Semaphore {
         // (after a shrink) were owed to the retirement, and settle it instead.
         self.state.begin_resize();
         let cut = self.state.forget_capacity(units);
-        self.resizes.post_forget(units - cut);
-        // Parked requests may no longer fit (the sweep; a counter's wait), and
-        // a drain may now be complete.
-        if self.oversize_fails() {
-            self.state.order_after_joins();
+        let settled = units - cut;
+        self.resizes.post_forget(settled);
+        let state = self.state.order_after_joins();
+        let serve = if self.oversize_fails() {
+            // Parked requests may no longer fit: the sweep.
             self.resizes.mark_lowered();
-        }
-        self.end_resize(true);
+            true
+        } else {
+            // A counter's parked requests wait whatever the capacity, so only a
+            // settled retirement or a drain (after a close) has work for a
+            // pass: a pool's checkout makes none.
+            settled != 0 || state & CLOSED != 0
+        };
+        self.end_resize(serve);
     }
 
     /// Whether every unit is back: available equals the capacity and nothing is

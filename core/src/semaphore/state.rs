@@ -460,12 +460,18 @@ impl State {
         self.word.fetch_or(RETIRING | ARRIVED, Ordering::AcqRel);
     }
 
-    /// A read-modify-write that changes nothing: a forget's lowering of the
-    /// capacity is then ordered against every parker's join, as a shrink's is
-    /// by its `RETIRING` ([`Resizes::mark_lowered`](super::resize::Resizes::mark_lowered)).
-    pub(crate) fn order_after_joins(&self) {
+    /// A read-modify-write that changes nothing, and returns the word: a
+    /// forget's lowering of the capacity is then ordered against every
+    /// parker's join (a drain waiter's too), as a shrink's is by its `RETIRING`
+    /// ([`Resizes::mark_lowered`](super::resize::Resizes::mark_lowered)).
+    /// Either the join comes first and this reads it, or the join reads this
+    /// and its parker sees the lowered capacity. A plain load could miss a join
+    /// whose parker missed the capacity (store buffering).
+    pub(crate) fn order_after_joins(&self) -> usize {
         if Safeguard::ForgetOrdersAfterJoins.on() {
-            self.word.fetch_add(0, Ordering::AcqRel);
+            self.word.fetch_add(0, Ordering::AcqRel)
+        } else {
+            self.word.load(Ordering::Acquire)
         }
     }
 
