@@ -48,6 +48,9 @@ compile_error!(
      and an implementation of `critical-section` for the target"
 );
 
+#[cfg(feature = "tokio-compat")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-compat")))]
+pub mod compat;
 mod gate;
 mod loom;
 mod safeguard;
@@ -93,7 +96,7 @@ pub use semaphore::{
     Acquire, AcquireError, Drain, ExceedsCapacity, Permit, Semaphore, TryAcquireError,
 };
 #[cfg(feature = "alloc")]
-pub use semaphore::{AcquireOwned, OwnedPermit};
+pub use semaphore::{AcquireOwned, OwnedPermit, PollSemaphore};
 
 // Every public type is `Send + Sync`, checked at compile time.
 const _: fn() = || {
@@ -136,6 +139,15 @@ const _: fn() = || {
         }
         check::<OwnedPermit>();
         check::<AcquireOwned>();
+        check::<PollSemaphore>();
+        #[cfg(feature = "tokio-compat")]
+        {
+            check::<compat::Semaphore>();
+            check::<compat::SemaphorePermit<'_>>();
+            check::<compat::OwnedSemaphorePermit>();
+            check::<compat::AcquireError>();
+            check::<compat::TryAcquireError>();
+        }
         check::<Gate<S, T, ()>>();
         check::<GateBuilder<S, T, ()>>();
         check::<GateAcquire<'_, S, T, ()>>();

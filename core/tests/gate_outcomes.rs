@@ -518,3 +518,24 @@ fn a_parked_caller_is_woken_by_its_deadline_and_by_a_release() {
     assert_eq!(rec.sheds("upload"), 1);
     assert_eq!(rec.sheds("publish"), 0);
 }
+
+/// When several refusals hold, the gate reports its configuration's fault
+/// before its close, from `acquire` and `try_acquire` alike (the bare
+/// semaphore, as tokio's, reports `Closed` first).
+#[test]
+fn a_closed_gate_reports_a_request_it_could_never_serve_first() {
+    let (gate, _timer, _rec) = gate(3, 3);
+    take(&gate, 1, Src::Mirror).forget(); // capacity 2, below max_units
+    gate.close();
+    let exceeds = |r: Result<GatePermit<Src>, GateError>| matches!(r, Err(GateError::ExceedsCapacity(e)) if e.requested == 3 && e.capacity == 2);
+    assert!(exceeds(gate.try_acquire(3, Src::Upload)));
+    assert!(exceeds(block_on(gate.acquire(3, Src::Upload))));
+    assert!(matches!(
+        gate.try_acquire(4, Src::Upload),
+        Err(GateError::ExceedsMaxUnits { .. })
+    ));
+    assert!(matches!(
+        gate.try_acquire(2, Src::Upload),
+        Err(GateError::Closed)
+    ));
+}

@@ -7,6 +7,9 @@ use core::time::Duration;
 use crate::{ExceedsCapacity, ShedReason};
 
 /// Why a gate acquire returned no permit. Only [`GateError::Busy`] counts as a shed.
+///
+/// When several hold, a fault of the request against the configuration comes
+/// first: `ExceedsMaxUnits`, then `ExceedsCapacity`, then `Closed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GateError {

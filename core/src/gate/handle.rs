@@ -221,7 +221,14 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
                 ShedReason::NoWait,
             )),
             Err(TryAcquireError::ExceedsCapacity(e)) => Err(GateError::ExceedsCapacity(e)),
-            Err(TryAcquireError::Closed) => Err(GateError::Closed),
+            // The gate reports a fault of its configuration before its close,
+            // as `acquire` does (`check_units`); the semaphore, as tokio's,
+            // the other way round.
+            Err(TryAcquireError::Closed) => Err(self
+                .inner
+                .check_units(units)
+                .err()
+                .unwrap_or(GateError::Closed)),
         }
     }
 

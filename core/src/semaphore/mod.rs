@@ -60,6 +60,8 @@ mod blocking;
 mod drain;
 mod error;
 mod permit;
+#[cfg(feature = "alloc")]
+mod poll;
 pub(crate) mod queue;
 mod resize;
 mod serving;
@@ -90,6 +92,8 @@ pub use error::{AcquireError, ExceedsCapacity, TryAcquireError};
 #[cfg(feature = "alloc")]
 pub use permit::OwnedPermit;
 pub use permit::Permit;
+#[cfg(feature = "alloc")]
+pub use poll::PollSemaphore;
 
 use crate::loom::loom_const_fn;
 use crate::safeguard::Safeguard;
@@ -317,9 +321,11 @@ impl Semaphore {
     ///
     /// # Errors
     ///
+    /// [`TryAcquireError::Closed`] if closed, whatever else holds;
+    /// [`TryAcquireError::ExceedsCapacity`] if `units > capacity` (for a
+    /// [`counting`](Self::counting) semaphore, `units > MAX_UNITS`);
     /// [`TryAcquireError::NoUnits`] if fewer than `units` are free or a request is
-    /// parked, [`TryAcquireError::ExceedsCapacity`] if `units > capacity`,
-    /// [`TryAcquireError::Closed`] if closed.
+    /// parked.
     ///
     /// # Panics
     ///
@@ -342,9 +348,11 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`AcquireError::ExceedsCapacity`] on the first poll if `units > capacity`,
-    /// without parking; [`AcquireError::Closed`] if the semaphore is or becomes closed
-    /// before the grant.
+    /// [`AcquireError::Closed`] if the semaphore is or becomes closed before the
+    /// grant (first, if both hold); [`AcquireError::ExceedsCapacity`] on the
+    /// first poll if `units > capacity`, without parking (for a
+    /// [`counting`](Self::counting) semaphore, only if `units > MAX_UNITS`: it
+    /// waits for the capacity instead).
     ///
     /// # Panics
     ///
