@@ -145,6 +145,7 @@ const _: fn() = || {
             check::<compat::Semaphore>();
             check::<compat::SemaphorePermit<'_>>();
             check::<compat::OwnedSemaphorePermit>();
+            check::<compat::PollSemaphore>();
             check::<compat::AcquireError>();
             check::<compat::TryAcquireError>();
         }

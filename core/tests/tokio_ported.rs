@@ -1,6 +1,6 @@
-// Ported from tokio's semaphore tests (tokio/tests/sync_semaphore.rs, sync_semaphore_owned.rs, src/sync/tests/semaphore_batch.rs; MIT, the Tokio contributors).
-//! tokio's own semaphore tests, on `admit::compat`: the counter's semantics a
-//! port relies on. Tasks are driven by hand, in the order tokio's runtime would
+// Ported from tokio's semaphore tests (tokio/tests/sync_semaphore.rs, sync_semaphore_owned.rs, src/sync/tests/semaphore_batch.rs, tokio-util/tests/poll_semaphore.rs; MIT, the Tokio contributors).
+//! tokio's own semaphore tests, and tokio-util's `PollSemaphore` ones, on
+//! `admit::compat`: the counter's semantics a port relies on. Tasks are driven by hand, in the order tokio's runtime would
 //! reach them; tokio's internal `release(n)` is a dropped permit or
 //! `add_permits`. Where admit differs (a parked request holds no permits), the
 //! test says so.
@@ -12,11 +12,14 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Wake, Waker};
+use std::sync::Mutex;
+use std::task::{Context, Poll, Wake, Waker};
 
-use admit::compat::{AcquireError, OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use admit::compat::{
+    AcquireError, OwnedSemaphorePermit, PollSemaphore, Semaphore, TryAcquireError,
+};
 use futures_lite::future::block_on;
-use wakers::Task;
+use wakers::{counting, Task};
 
 const MAX: usize = Semaphore::MAX_PERMITS;
 
@@ -504,7 +507,7 @@ fn add_permits_up_to_max_permits() {
 }
 
 #[test]
-#[should_panic]
+#[should_panic(expected = "a semaphore may not have more than MAX_PERMITS permits")]
 fn add_permits_past_max_permits_panics() {
     Semaphore::new(1).add_permits(MAX);
 }
@@ -513,11 +516,83 @@ fn add_permits_past_max_permits_panics() {
 fn add_permits_past_max_permits_panics_on_the_one_past() {
     let sem = Semaphore::new(MAX - 1);
     sem.add_permits(1);
-    assert!(catch_unwind(AssertUnwindSafe(|| sem.add_permits(1))).is_err());
+    assert_eq!(panic_at(|| sem.add_permits(1)).1, TOO_MANY);
+    assert_eq!(sem.available_permits(), MAX, "nothing added");
     // admit counts held permits too (tokio only the free ones).
     let sem = Semaphore::new(MAX);
-    let _held = sem.try_acquire().unwrap();
-    assert!(catch_unwind(AssertUnwindSafe(|| sem.add_permits(1))).is_err());
+    let held = sem.try_acquire().unwrap();
+    assert_eq!(panic_at(|| sem.add_permits(1)).1, TOO_MANY);
+    drop(held);
+    assert_eq!(sem.available_permits(), MAX, "nothing added");
+}
+
+/// tokio's panic message above `MAX_PERMITS`.
+const TOO_MANY: &str = "a semaphore may not have more than MAX_PERMITS permits";
+
+/// Runs `f`, which must panic, and returns the file the panic reports and its
+/// message. The panic hook is the process's: calls are serialized, and a
+/// panic on another thread meanwhile goes to the hook there was before.
+fn panic_at(f: impl FnOnce()) -> (String, String) {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let me = std::thread::current().id();
+    let seen = Arc::new(Mutex::new(None));
+    let previous = Arc::new(std::panic::take_hook());
+    std::panic::set_hook({
+        let (seen, previous) = (Arc::clone(&seen), Arc::clone(&previous));
+        Box::new(move |info| {
+            if std::thread::current().id() == me {
+                *seen.lock().unwrap() = info.location().map(|l| l.file().to_owned());
+            } else {
+                previous(info);
+            }
+        })
+    });
+    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
+    std::panic::set_hook(Box::new(move |info| previous(info)));
+    let message = match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => (*payload.downcast::<&str>().unwrap()).to_owned(),
+    };
+    let file = seen.lock().unwrap().take().expect("the hook saw the panic");
+    (file, message)
+}
+
+#[test]
+fn the_panics_point_at_the_caller_with_tokios_message() {
+    let here = || (file!().to_owned(), TOO_MANY.to_owned());
+    assert_eq!(panic_at(|| drop(Semaphore::new(MAX + 1))), here(), "new");
+    assert_eq!(
+        panic_at(|| drop(Semaphore::const_new(MAX + 1))),
+        here(),
+        "const_new"
+    );
+    let sem = Arc::new(Semaphore::new(1));
+    assert_eq!(panic_at(|| sem.add_permits(MAX)), here(), "add_permits");
+    assert_eq!(
+        panic_at(|| drop(sem.try_acquire_many(u32::MAX))),
+        here(),
+        "try_acquire_many"
+    );
+    assert_eq!(
+        panic_at(|| drop(Arc::clone(&sem).try_acquire_many_owned(u32::MAX))),
+        here(),
+        "try_acquire_many_owned"
+    );
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    assert_eq!(
+        panic_at(|| drop(
+            poll.poll_acquire_many(&mut Context::from_waker(Waker::noop()), u32::MAX)
+        )),
+        here(),
+        "PollSemaphore::poll_acquire_many"
+    );
+    assert_eq!(
+        panic_at(|| poll.add_permits(MAX)),
+        here(),
+        "PollSemaphore::add_permits"
+    );
+    assert_eq!(sem.available_permits(), 1, "no panic changed anything");
 }
 
 #[test]
@@ -615,4 +690,260 @@ impl ClosedForTest for AcquireError {
         sem.close();
         block_on(sem.acquire()).unwrap_err()
     }
+}
+
+#[test]
+fn a_borrowed_permit_names_its_semaphore() {
+    let (a, b) = (Semaphore::new(2), Semaphore::new(2));
+    let mut from_a = a.try_acquire_many(2).unwrap();
+    let from_b = b.try_acquire().unwrap();
+    assert!(std::ptr::eq(from_a.semaphore(), &a));
+    assert!(std::ptr::eq(from_b.semaphore(), &b));
+    let split = from_a.split(1).unwrap();
+    assert!(std::ptr::eq(split.semaphore(), &a));
+    // As a port uses it: the permit's semaphore, reached through the permit.
+    from_a.forget();
+    split.semaphore().add_permits(1);
+    assert_eq!(a.available_permits(), 1);
+}
+
+// tokio-util's `PollSemaphore` (tokio-util/tests/poll_semaphore.rs), and what
+// its port relies on. A call is made under a counting waker.
+
+/// One `poll_acquire_many` call, woken through `waker`.
+fn poll_many(
+    poll: &mut PollSemaphore,
+    waker: &Waker,
+    n: u32,
+) -> Poll<Option<OwnedSemaphorePermit>> {
+    poll.poll_acquire_many(&mut Context::from_waker(waker), n)
+}
+
+/// One `poll_acquire` call, woken through `waker`.
+fn poll_one(poll: &mut PollSemaphore, waker: &Waker) -> Poll<Option<OwnedSemaphorePermit>> {
+    poll.poll_acquire(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn poll_semaphore_it_works() {
+    let sem = Arc::new(Semaphore::new(1));
+    let mut poll_sem = PollSemaphore::new(Arc::clone(&sem));
+    let (woken, waker) = counting();
+
+    let permit = Task::new(sem.acquire()).ready().unwrap();
+    assert!(poll_one(&mut poll_sem, &waker).is_pending());
+    drop(permit);
+    assert_eq!(woken.wakes(), 1);
+    assert!(matches!(
+        poll_one(&mut poll_sem, &waker),
+        Poll::Ready(Some(_))
+    ));
+
+    sem.close();
+    assert!(matches!(poll_one(&mut poll_sem, &waker), Poll::Ready(None)));
+    // Fused.
+    assert!(matches!(poll_one(&mut poll_sem, &waker), Poll::Ready(None)));
+    assert!(matches!(poll_one(&mut poll_sem, &waker), Poll::Ready(None)));
+}
+
+#[test]
+fn poll_semaphore_can_acquire_many_permits() {
+    let sem = Arc::new(Semaphore::new(4));
+    let mut poll_sem = PollSemaphore::new(Arc::clone(&sem));
+    let (woken, waker) = counting();
+
+    let permit1 = poll_one(&mut poll_sem, &waker);
+    assert!(matches!(permit1, Poll::Ready(Some(_))));
+    let permit2 = poll_many(&mut poll_sem, &waker, 2);
+    assert!(matches!(&permit2, Poll::Ready(Some(p)) if p.num_permits() == 2));
+    assert_eq!(sem.available_permits(), 1);
+    drop(permit2);
+
+    assert!(poll_many(&mut poll_sem, &waker, 4).is_pending());
+    drop(permit1);
+    assert_eq!(woken.wakes(), 1);
+    let permit4 = poll_many(&mut poll_sem, &waker, 4);
+    assert!(matches!(&permit4, Poll::Ready(Some(p)) if p.num_permits() == 4));
+    assert_eq!(sem.available_permits(), 0);
+}
+
+#[test]
+fn poll_semaphore_can_poll_different_amounts_of_permits() {
+    let sem = Arc::new(Semaphore::new(4));
+    let mut poll_sem = PollSemaphore::new(Arc::clone(&sem));
+    let waker = Waker::noop();
+    assert!(poll_many(&mut poll_sem, waker, 5).is_pending());
+    assert!(poll_many(&mut poll_sem, waker, 4).is_ready());
+
+    let permit = Task::new(sem.acquire_many(4)).ready().unwrap();
+    assert!(poll_many(&mut poll_sem, waker, 5).is_pending());
+    assert!(poll_many(&mut poll_sem, waker, 4).is_pending());
+    drop(permit);
+    assert!(poll_many(&mut poll_sem, waker, 5).is_pending());
+    assert!(poll_many(&mut poll_sem, waker, 4).is_ready());
+}
+
+#[test]
+fn a_poll_semaphore_keeps_its_place_among_acquire_owned_callers() {
+    // tower's `ConcurrencyLimit::with_semaphore`: one semaphore, shared.
+    let sem = Arc::new(Semaphore::new(1));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    let (woken, waker) = counting();
+    let held = Arc::clone(&sem).try_acquire_owned().unwrap();
+    let mut first = Task::new(Arc::clone(&sem).acquire_owned());
+    first.pending();
+    assert!(poll_one(&mut poll, &waker).is_pending());
+    let mut third = Task::new(Arc::clone(&sem).acquire_owned());
+    third.pending();
+
+    drop(held);
+    assert_eq!((first.wakes(), woken.wakes(), third.wakes()), (1, 0, 0));
+    assert!(poll_one(&mut poll, &waker).is_pending(), "still second");
+    drop(first.ready().unwrap());
+    assert_eq!((woken.wakes(), third.wakes()), (1, 0));
+    let permit = match poll_one(&mut poll, &waker) {
+        Poll::Ready(Some(permit)) => permit,
+        other => panic!("expected a permit, got {other:?}"),
+    };
+    assert!(Arc::ptr_eq(permit.semaphore(), &sem));
+    drop(permit);
+    assert_eq!(third.wakes(), 1);
+    drop(third.ready().unwrap());
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn a_poll_semaphore_wakes_only_the_latest_waker() {
+    let sem = Arc::new(Semaphore::new(0));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    let (old, old_waker) = counting();
+    let (new, new_waker) = counting();
+    assert!(poll_one(&mut poll, &old_waker).is_pending());
+    assert!(poll_one(&mut poll, &new_waker).is_pending());
+    poll.add_permits(1);
+    assert_eq!((old.wakes(), new.wakes()), (0, 1));
+    assert!(matches!(
+        poll_one(&mut poll, &new_waker),
+        Poll::Ready(Some(_))
+    ));
+}
+
+#[test]
+fn a_different_count_requeues_the_request_at_the_back() {
+    let sem = Arc::new(Semaphore::new(0));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    let (woken, waker) = counting();
+    assert!(poll_many(&mut poll, &waker, 2).is_pending());
+    let mut other = Task::new(Arc::clone(&sem).acquire_owned());
+    other.pending();
+    // The 2 is given up; the 1 queues behind `other`.
+    assert!(poll_many(&mut poll, &waker, 1).is_pending());
+    sem.add_permits(1);
+    assert_eq!((other.wakes(), woken.wakes()), (1, 0));
+    let other = other.ready().unwrap();
+    sem.add_permits(1);
+    assert_eq!(woken.wakes(), 1);
+    match poll_many(&mut poll, &waker, 1) {
+        Poll::Ready(Some(permit)) => assert_eq!(permit.num_permits(), 1),
+        other => panic!("expected a permit, got {other:?}"),
+    }
+    drop(other);
+    assert_eq!(sem.available_permits(), 2);
+}
+
+#[test]
+fn a_different_count_gives_back_what_was_granted() {
+    let sem = Arc::new(Semaphore::new(0));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    assert!(poll_many(&mut poll, Waker::noop(), 2).is_pending());
+    sem.add_permits(2);
+    assert_eq!(sem.available_permits(), 0, "granted, not yet polled");
+    match poll_many(&mut poll, Waker::noop(), 3) {
+        Poll::Pending => {}
+        other => panic!("3 of 2: expected pending, got {other:?}"),
+    }
+    assert_eq!(sem.available_permits(), 2);
+}
+
+#[test]
+fn a_cloned_poll_semaphore_has_no_request_in_flight() {
+    let sem = Arc::new(Semaphore::new(0));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    let (woken, waker) = counting();
+    assert!(poll_one(&mut poll, &waker).is_pending());
+    let mut clone = poll.clone();
+    assert!(Arc::ptr_eq(&clone.clone_inner(), &sem));
+    let (clone_woken, clone_waker) = counting();
+    // Its own request, behind the original's.
+    assert!(poll_one(&mut clone, &clone_waker).is_pending());
+    sem.add_permits(1);
+    assert_eq!((woken.wakes(), clone_woken.wakes()), (1, 0));
+    // Dropping the original gives its grant to the clone's request.
+    drop(poll);
+    assert_eq!(clone_woken.wakes(), 1);
+    assert!(matches!(
+        poll_one(&mut clone, &clone_waker),
+        Poll::Ready(Some(_))
+    ));
+}
+
+#[test]
+fn dropping_a_poll_semaphore_gives_back_its_grant() {
+    let sem = Arc::new(Semaphore::new(0));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    assert!(poll_one(&mut poll, Waker::noop()).is_pending());
+    sem.add_permits(1);
+    assert_eq!(sem.available_permits(), 0, "granted, held in the handle");
+    drop(poll);
+    assert_eq!(sem.available_permits(), 1);
+
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    assert!(poll_many(&mut poll, Waker::noop(), 2).is_pending());
+    sem.add_permits(1);
+    assert_eq!(sem.available_permits(), 0, "granted, held in the handle");
+    let inner = poll.into_inner();
+    assert!(Arc::ptr_eq(&inner, &sem));
+    assert_eq!(sem.available_permits(), 2, "into_inner cancels");
+}
+
+#[test]
+fn a_grant_leaves_no_request_in_flight() {
+    let sem = Arc::new(Semaphore::new(0));
+    let mut poll = PollSemaphore::new(Arc::clone(&sem));
+    let (woken, waker) = counting();
+    assert!(poll_one(&mut poll, &waker).is_pending());
+    sem.add_permits(1);
+    drop(poll_one(&mut poll, &waker));
+    // Nothing parked: another caller takes the permit, and the handle's
+    // waker is never woken for it.
+    let mut other = Task::new(Arc::clone(&sem).acquire_owned());
+    drop(other.ready().unwrap());
+    assert!(sem.try_acquire().is_ok());
+    assert_eq!(woken.wakes(), 1);
+}
+
+#[test]
+fn poll_semaphore_passes_through_to_the_semaphore() {
+    let sem = Arc::new(Semaphore::new(1));
+    let poll = PollSemaphore::new(Arc::clone(&sem));
+    assert!(std::ptr::eq(poll.as_ref(), &*sem));
+    assert_eq!(poll.available_permits(), 1);
+    poll.add_permits(2);
+    assert_eq!((poll.available_permits(), sem.available_permits()), (3, 3));
+    assert!(format!("{poll:?}").starts_with("PollSemaphore { semaphore: "));
+    poll.close();
+    assert!(sem.is_closed());
+}
+
+#[test]
+#[should_panic(expected = "a semaphore may not have more than MAX_PERMITS permits")]
+fn poll_acquire_past_max_permits_panics() {
+    let mut poll = PollSemaphore::new(Arc::new(Semaphore::new(0)));
+    let _ = poll_many(&mut poll, Waker::noop(), MAX as u32 + 1);
+}
+
+#[test]
+fn a_poll_semaphore_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<PollSemaphore>();
 }

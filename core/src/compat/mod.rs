@@ -31,13 +31,18 @@
 //!   ones free meanwhile stay in [`available_permits`](Semaphore::available_permits)
 //!   (tokio's parked request takes them as they come, and shows 0), though no
 //!   request behind it gets them.
-//! - tokio-util's `PollSemaphore` is [`crate::PollSemaphore`], over
-//!   [`crate::Semaphore`] rather than this facade.
+//!
+//! tokio-util's `PollSemaphore` is here too, as [`PollSemaphore`], over an
+//! `Arc` of this facade's semaphore, so a crate that shares one semaphore
+//! between `acquire_owned` callers and a `PollSemaphore` ports by its `use`
+//! lines as well ([`crate::PollSemaphore`] is the one over the core's).
 
 mod error;
 mod permit;
+mod poll;
 mod semaphore;
 
 pub use error::{AcquireError, TryAcquireError};
 pub use permit::{OwnedSemaphorePermit, SemaphorePermit};
+pub use poll::PollSemaphore;
 pub use semaphore::Semaphore;

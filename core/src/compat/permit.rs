@@ -54,6 +54,12 @@ impl<'a> SemaphorePermit<'a> {
         })
     }
 
+    /// The semaphore the permits came from.
+    #[must_use]
+    pub fn semaphore(&self) -> &Semaphore {
+        self.sem
+    }
+
     /// The permits held.
     #[must_use]
     pub fn num_permits(&self) -> usize {

@@ -44,6 +44,7 @@ impl Semaphore {
     ///
     /// If `permits > MAX_PERMITS`.
     #[must_use]
+    #[track_caller]
     pub fn new(permits: usize) -> Semaphore {
         Semaphore::const_new(permits)
     }
@@ -55,6 +56,7 @@ impl Semaphore {
         ///
         /// If `permits > MAX_PERMITS`.
         #[must_use]
+        #[track_caller]
         pub fn const_new(permits: usize) -> Semaphore {
             assert!(permits <= Semaphore::MAX_PERMITS, "{}", TOO_MANY);
             Semaphore {
@@ -73,8 +75,15 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the permits, held and free, would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// If the permits, held and free, would exceed [`MAX_PERMITS`](Self::MAX_PERMITS),
+    /// with tokio's message; nothing is added then.
+    #[track_caller]
     pub fn add_permits(&self, n: usize) {
+        // The core checks again as it adds, with its own message: only an
+        // `add_permits` racing this one past the bound gets that one.
+        if n > Semaphore::MAX_PERMITS - self.inner.capacity() {
+            panic!("{TOO_MANY}");
+        }
         self.inner.add_units(n);
     }
 
@@ -110,7 +119,9 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If `n > MAX_PERMITS`, on the first poll.
+    /// If `n > MAX_PERMITS`, with tokio's message, on the first poll (the
+    /// panic's location is in this crate: an `async fn` cannot take
+    /// `#[track_caller]`).
     pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
         let permits = checked(n);
         self.take(permits).await?;
@@ -137,6 +148,7 @@ impl Semaphore {
     /// # Panics
     ///
     /// If `n > MAX_PERMITS`.
+    #[track_caller]
     pub fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         let permits = checked(n);
         self.try_take(permits)?;
@@ -168,7 +180,9 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If `n > MAX_PERMITS`, on the first poll.
+    /// If `n > MAX_PERMITS`, with tokio's message, on the first poll (the
+    /// panic's location is in this crate: an `async fn` cannot take
+    /// `#[track_caller]`).
     pub async fn acquire_many_owned(
         self: Arc<Self>,
         n: u32,
@@ -196,6 +210,7 @@ impl Semaphore {
     /// # Panics
     ///
     /// If `n > MAX_PERMITS`.
+    #[track_caller]
     pub fn try_acquire_many_owned(
         self: Arc<Self>,
         n: u32,
@@ -279,6 +294,7 @@ const COUNTING: &str = "a counting semaphore fails only a request above MAX_UNIT
 /// # Panics
 ///
 /// If `n > MAX_PERMITS`, with tokio's message.
+#[track_caller]
 fn checked(n: u32) -> usize {
     match usize::try_from(n) {
         Ok(permits) if permits <= Semaphore::MAX_PERMITS => permits,
