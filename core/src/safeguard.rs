@@ -63,6 +63,11 @@ pub enum Safeguard {
     /// and marking it lowered, as a shrink does with `RETIRING`: a parker's join
     /// is ordered before (the sweep sees it) or after (it sees the capacity).
     ForgetOrdersAfterJoins,
+    /// A check for every unit back reads the capacity by a read-modify-write,
+    /// so that a counter's forget, which lowers it outside the seqlock and then
+    /// reads the state word plainly, is seen by the check or sees the drain's
+    /// join. Off: a plain load, and the two can miss each other.
+    CheckReadsCapacityByRmw,
     /// The mark that the capacity was lowered is a read-modify-write, so that
     /// the pass that consumes it synchronizes with whoever made it.
     LoweredMarkIsRmw,

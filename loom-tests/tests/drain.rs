@@ -166,11 +166,11 @@ fn without_the_deferred_serve_the_drain_misses_the_grow() {
     );
 }
 
-/// A counter's forget makes no serving pass unless the semaphore is closed: a
-/// pool's checkout, racing a drain that closes, checks and parks. The forget's
-/// read-modify-write of the state word either reads the drain's join (and
-/// serves it) or is read by it (and the drain's check sees the lowered
-/// capacity).
+/// A counter's forget makes no serving pass unless the semaphore is closed, and
+/// lowers the capacity outside the resize seqlock: a pool's checkout, racing a
+/// drain that closes, checks and parks. The drain's check reads the capacity by
+/// a read-modify-write: either it reads the forget's lowering, or the forget
+/// reads it and then sees the drain's join (and serves it).
 fn counter_forget_against_the_drain() {
     let sem = shared(Semaphore::counting(1));
     let held = try_acquire_shared(&sem, 1).unwrap();
@@ -186,13 +186,37 @@ fn a_drain_completes_when_a_counters_last_permit_is_forgotten() {
     loom::model(counter_forget_against_the_drain);
 }
 
-/// Negative control: the forget reads the state word with a plain load, which
-/// can miss the drain's join while the drain's check misses the forget.
+/// Negative control: the check reads the capacity with a plain load, which
+/// can miss the forget while the forget's read of the state word misses the
+/// drain's join.
 #[test]
-fn without_ordering_the_forget_after_joins_the_drain_is_stranded() {
+fn without_the_checks_rmw_the_drain_misses_the_counters_forget() {
     without(
-        Safeguard::ForgetOrdersAfterJoins,
+        Safeguard::CheckReadsCapacityByRmw,
         DEADLOCK,
         counter_forget_against_the_drain,
     );
+}
+
+/// A counter's grow, outside the seqlock, racing a drain and the return of
+/// the last unit held: the grow raises the capacity before it adds the units,
+/// so a check between the two says "not yet", and the grow's release then
+/// serves the parked drain.
+fn counter_grow_against_the_drain() {
+    let sem = shared(Semaphore::counting(1));
+    let held = try_acquire_shared(&sem, 1).unwrap();
+    let grower = {
+        let sem = sem.clone();
+        thread::spawn(move || sem.add_units(1))
+    };
+    drop(held);
+    block_on(sem.drain());
+    grower.join().unwrap();
+    assert_eq!((sem.capacity(), sem.available()), (2, 2));
+    assert_eq!(sem.waiters(), 0);
+}
+
+#[test]
+fn a_drain_racing_a_counters_grow_completes() {
+    loom::model(counter_grow_against_the_drain);
 }

@@ -80,7 +80,8 @@ impl<'a> Permit<'a> {
 
     /// Keeps the units out of the semaphore for good: its capacity shrinks by them
     /// (a deliberate leak, as tokio's `forget`). Requests parked for more than the
-    /// new capacity then fail with [`ExceedsCapacity`](crate::ExceedsCapacity).
+    /// new capacity then fail with [`ExceedsCapacity`](crate::ExceedsCapacity),
+    /// or on a [`counting`](Semaphore::counting) semaphore wait for it to grow.
     pub fn forget(self) {
         self.semaphore.forget(self.units);
         core::mem::forget(self);

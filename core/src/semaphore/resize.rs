@@ -122,6 +122,16 @@ impl Semaphore {
     ///
     /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
     pub fn add_units(&self, units: usize) {
+        if !self.oversize_fails() {
+            // A counter's grow, outside the seqlock: the capacity, then the
+            // units, so a check for every unit back that reads the units reads
+            // the capacity that holds them; one that reads the capacity alone
+            // says "not yet", and the release serves it.
+            let raised = self.state.add_capacity(units);
+            assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
+            self.release(units);
+            return;
+        }
         self.state.begin_resize();
         let raised = self.state.add_capacity(units);
         let owed = raised && self.state.release(units) & UNITS_OWED != 0;
@@ -158,24 +168,27 @@ impl Semaphore {
     /// Takes `units` held by a permit out of the semaphore for good: its capacity
     /// shrinks by them.
     pub(crate) fn forget(&self, units: usize) {
+        if !self.oversize_fails() && self.state.forget_held(units) {
+            // A counter's parked requests wait whatever the capacity: only a
+            // drain (after a close) has work for a pass.
+            if self.state.load() & CLOSED != 0 {
+                self.serve();
+            }
+            return;
+        }
         // The capacity shrinks by the units, as far as it goes; units held above it
         // (after a shrink) were owed to the retirement, and settle it instead.
         self.state.begin_resize();
         let cut = self.state.forget_capacity(units);
-        let settled = units - cut;
-        self.resizes.post_forget(settled);
-        let state = self.state.order_after_joins();
-        let serve = if self.oversize_fails() {
-            // Parked requests may no longer fit: the sweep.
+        self.resizes.post_forget(units - cut);
+        // Parked requests may no longer fit (the sweep; a counter's wait, and
+        // its forget of units a shrink owes, which settle the debt), and a
+        // drain may now be complete.
+        self.state.order_after_joins();
+        if self.oversize_fails() {
             self.resizes.mark_lowered();
-            true
-        } else {
-            // A counter's parked requests wait whatever the capacity, so only a
-            // settled retirement or a drain (after a close) has work for a
-            // pass: a pool's checkout makes none.
-            settled != 0 || state & CLOSED != 0
-        };
-        self.end_resize(serve);
+        }
+        self.end_resize(true);
     }
 
     /// Whether every unit is back: available equals the capacity and nothing is

@@ -236,7 +236,15 @@ impl State {
                 continue;
             }
             let state = self.load();
-            let capacity = self.capacity();
+            // A read-modify-write: a counter's forget, which lowers the
+            // capacity outside the seqlock and then reads the state word, either
+            // comes first and is read here, or reads this and, after it, the
+            // drain waiter's join ([`forget_held`](Self::forget_held)).
+            let capacity = if Safeguard::CheckReadsCapacityByRmw.on() {
+                self.capacity.fetch_add(0, Ordering::AcqRel)
+            } else {
+                self.capacity()
+            };
             if self.resizes_begun.load(Ordering::Acquire) != begun && seqlock {
                 // A resize began meanwhile: look again.
                 continue;
@@ -256,6 +264,20 @@ impl State {
         self.capacity
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
                 c.checked_add(units).filter(|&c| c <= MAX_UNITS)
+            })
+            .is_ok()
+    }
+
+    /// A counter's forget of `units` held: lowers the capacity by them if it
+    /// holds them all (no shrink owes them), and returns whether it did. One
+    /// step, outside the seqlock: the units were held, so no check for every
+    /// unit back could count them either way, and a check's read of the
+    /// capacity orders it against a drain's join
+    /// ([`all_units_back`](Self::all_units_back)).
+    pub(crate) fn forget_held(&self, units: usize) -> bool {
+        self.capacity
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                c.checked_sub(units)
             })
             .is_ok()
     }
@@ -460,18 +482,12 @@ impl State {
         self.word.fetch_or(RETIRING | ARRIVED, Ordering::AcqRel);
     }
 
-    /// A read-modify-write that changes nothing, and returns the word: a
-    /// forget's lowering of the capacity is then ordered against every
-    /// parker's join (a drain waiter's too), as a shrink's is by its `RETIRING`
-    /// ([`Resizes::mark_lowered`](super::resize::Resizes::mark_lowered)).
-    /// Either the join comes first and this reads it, or the join reads this
-    /// and its parker sees the lowered capacity. A plain load could miss a join
-    /// whose parker missed the capacity (store buffering).
-    pub(crate) fn order_after_joins(&self) -> usize {
+    /// A read-modify-write that changes nothing: a forget's lowering of the
+    /// capacity is then ordered against every parker's join, as a shrink's is
+    /// by its `RETIRING` ([`Resizes::mark_lowered`](super::resize::Resizes::mark_lowered)).
+    pub(crate) fn order_after_joins(&self) {
         if Safeguard::ForgetOrdersAfterJoins.on() {
-            self.word.fetch_add(0, Ordering::AcqRel)
-        } else {
-            self.word.load(Ordering::Acquire)
+            self.word.fetch_add(0, Ordering::AcqRel);
         }
     }
 
