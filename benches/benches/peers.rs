@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use admit_benches::gate::{Gates, ARMS};
 use admit_benches::peer::{
-    Admit, AdmitOwned, AsyncLock, AsyncWeighted, Floor, FuturesIntrusive, Maitake, Tokio,
-    TokioOwned,
+    Admit, AdmitCompat, AdmitOwned, AsyncLock, AsyncWeighted, Floor, FuturesIntrusive, Maitake,
+    Tokio, TokioOwned,
 };
 use admit_benches::report::{detail, summary, Row, Stats};
 use admit_benches::scenario::{work, Cell, Column, Config, Env, Of, Scenario};
@@ -40,7 +40,7 @@ fn parse_args() -> Args {
         match arg.as_str() {
             "--bench" => args.full = true,
             "--smoke" => args.full = false,
-            "--scenario" => args.scenarios.push(it.next().expect("--scenario S1..S8")),
+            "--scenario" => args.scenarios.push(it.next().expect("--scenario S1..S13")),
             "--peer" => args.peers.push(it.next().expect("--peer NAME")),
             "--reps" => {
                 args.reps = Some(it.next().and_then(|n| n.parse().ok()).expect("--reps N"));
@@ -84,6 +84,7 @@ fn main() {
     let columns: Vec<Box<dyn Column>> = vec![
         Box::new(Of::<Admit>::new()),
         Box::new(Of::<AdmitOwned>::new()),
+        Box::new(Of::<AdmitCompat>::new()),
         Box::new(Of::<Tokio>::new()),
         Box::new(Of::<TokioOwned>::new()),
         Box::new(Of::<AsyncLock>::new()),
@@ -121,7 +122,7 @@ fn main() {
         })
         .fold(f64::INFINITY, f64::min);
     println!(
-        "mode: {}; repetitions (+1 warm-up) per scenario and peer, interleaved: {} for S1-S3, S7 and the gate, {} for S4-S6; \
+        "mode: {}; repetitions (+1 warm-up) per scenario and peer, interleaved: {} for S1-S3, S7, S13 and the gate, {} for S4-S6; \
          work in S4-S6 = {} spin iterations = {spin_ns:.0} ns (least of 50 timings)",
         if args.full { "full" } else { "smoke" },
         env.config.micro_reps,

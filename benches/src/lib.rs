@@ -6,9 +6,9 @@
 //! ```
 //!
 //! - [`peer`]: the [`Peer`](peer::Peer) trait and one adapter per semaphore
-//!   (admit, admit-owned, tokio, tokio-owned, async-lock, futures-intrusive,
+//!   (admit, admit-owned, admit-compat, tokio, tokio-owned, async-lock, futures-intrusive,
 //!   maitake-sync, async-weighted-semaphore, and a bare-atomic floor).
-//! - [`scenario`]: S1–S12, written once, generic over the peer.
+//! - [`scenario`]: S1–S13, written once, generic over the peer.
 //! - [`report`]: medians, min/max and ratios as Markdown.
 //! - [`heap`]: the global allocator, which counts the bytes live so the storms can
 //!   report how far the heap grew.

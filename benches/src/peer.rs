@@ -6,6 +6,10 @@
 //! it instead of measuring something else. Every peer has `try_acquire`; every
 //! weighted peer is FIFO, and the unfair floor runs S6 as the control that shows
 //! the scenario does detect starvation.
+//!
+//! A semaphore used as a counter (S13, a pool's count of its objects) is the one
+//! optional part: [`Peer::counter`] makes it, `None` by default, and only then are
+//! [`Peer::forget`] and [`Peer::add_units`] called. Every peer here has both.
 
 use std::future::Future;
 use std::mem::size_of;
@@ -41,6 +45,29 @@ pub trait Peer: Send + Sync + Sized + 'static {
     /// Waits for `units`. The future is the peer's own acquire future (wrapped,
     /// where its output is a `Result`, in a zero-size-overhead [`Expect`]).
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_;
+
+    /// A semaphore of `capacity` units used as a counter (S13), as a pool uses
+    /// one: a checkout forgets its permit, a return adds a unit. `None` (the
+    /// default) if the peer cannot do both, [`forget`](Self::forget) and
+    /// [`add_units`](Self::add_units).
+    fn counter(capacity: usize) -> Option<Self> {
+        let _ = capacity;
+        None
+    }
+
+    /// Keeps `permit`'s units out of the semaphore for good (tokio's
+    /// `SemaphorePermit::forget`). Called only on a [`counter`](Self::counter).
+    fn forget(permit: Self::Permit<'_>) {
+        drop(permit);
+        unreachable!("{} has no counter", Self::NAME);
+    }
+
+    /// Adds `units` to the semaphore, free at once (tokio's `add_permits`).
+    /// Called only on a [`counter`](Self::counter).
+    fn add_units(&self, units: usize) {
+        let _ = units;
+        unreachable!("{} has no counter", Self::NAME);
+    }
 }
 
 /// Unwraps a `Result`-valued future: the scenarios never close a semaphore, so an
@@ -92,6 +119,17 @@ impl Peer for Admit {
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         Expect(self.0.acquire(units))
     }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self(admit::Semaphore::counting(capacity)))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_units(units);
+    }
 }
 
 /// `admit::Semaphore` on an `Arc`, owned permits (`acquire_owned`).
@@ -116,6 +154,53 @@ impl Peer for AdmitOwned {
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         Expect(Arc::clone(&self.0).acquire_owned(units))
     }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self(Arc::new(admit::Semaphore::counting(capacity))))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_units(units);
+    }
+}
+
+/// `admit::compat::Semaphore`: tokio's API over admit's counter (feature
+/// `tokio-compat`), what a crate ported from tokio by its `use` line runs.
+#[derive(Debug)]
+pub struct AdmitCompat(admit::compat::Semaphore);
+
+impl Peer for AdmitCompat {
+    const NAME: &'static str = "admit-compat";
+    const WEIGHTED: bool = true;
+    const PARKS: bool = true;
+    const SEMAPHORE_SIZE: usize = size_of::<admit::compat::Semaphore>();
+    type Permit<'a> = admit::compat::SemaphorePermit<'a>;
+
+    fn new(capacity: usize) -> Self {
+        Self(admit::compat::Semaphore::new(capacity))
+    }
+    #[inline]
+    fn try_acquire(&self, units: usize) -> Option<Self::Permit<'_>> {
+        self.0.try_acquire_many(units_u32(units)).ok()
+    }
+    #[inline]
+    fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
+        Expect(self.0.acquire_many(units_u32(units)))
+    }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_permits(units);
+    }
 }
 
 /// `tokio::sync::Semaphore`, borrowed permits (`acquire_many`).
@@ -139,6 +224,17 @@ impl Peer for Tokio {
     #[inline]
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         Expect(self.0.acquire_many(units_u32(units)))
+    }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_permits(units);
     }
 }
 
@@ -168,6 +264,17 @@ impl Peer for TokioOwned {
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         Expect(Arc::clone(&self.0).acquire_many_owned(units_u32(units)))
     }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_permits(units);
+    }
 }
 
 /// `async_lock::Semaphore`: one unit per request only, and not FIFO (a woken
@@ -195,6 +302,17 @@ impl Peer for AsyncLock {
         assert_eq!(units, 1, "async-lock has no weighted acquire");
         self.0.acquire()
     }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_permits(units);
+    }
 }
 
 /// `futures_intrusive::sync::Semaphore`, created fair (`is_fair = true`): a
@@ -220,6 +338,17 @@ impl Peer for FuturesIntrusive {
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         self.0.acquire(units)
     }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(mut permit: Self::Permit<'_>) {
+        permit.disarm();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.release(units);
+    }
 }
 
 /// `maitake_sync::Semaphore`: an atomic count plus a spinlock-guarded FIFO.
@@ -243,6 +372,17 @@ impl Peer for Maitake {
     #[inline]
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         Expect(self.0.acquire(units))
+    }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.add_permits(units);
     }
 }
 
@@ -268,6 +408,17 @@ impl Peer for AsyncWeighted {
     #[inline]
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         Expect(self.0.acquire(units))
+    }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        permit.forget();
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.release(units);
     }
 }
 
@@ -348,6 +499,18 @@ impl Peer for Floor {
     fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
         FloorAcquire { floor: self, units }
     }
+    fn counter(capacity: usize) -> Option<Self> {
+        Some(Self::new(capacity))
+    }
+    #[inline]
+    fn forget(permit: Self::Permit<'_>) {
+        // The units stay taken: no `fetch_add`.
+        std::mem::forget(permit);
+    }
+    #[inline]
+    fn add_units(&self, units: usize) {
+        self.0.fetch_add(units, Ordering::Release);
+    }
 }
 
 #[cfg(test)]
@@ -374,12 +537,33 @@ mod tests {
         };
         drop(permit);
         assert!(sem.try_acquire(1).is_some(), "{}: units lost", P::NAME);
+        check_counter::<P>();
+    }
+
+    /// S13's counter: a forgotten permit's unit leaves it, an added one is
+    /// free at once. Every peer here has one.
+    fn check_counter<P: Peer>() {
+        let sem = P::counter(2).unwrap_or_else(|| panic!("{}: no counter", P::NAME));
+        P::forget(sem.try_acquire(1).expect("free"));
+        let last = sem.try_acquire(1).expect("free");
+        assert!(
+            sem.try_acquire(1).is_none(),
+            "{}: a forgotten unit came back",
+            P::NAME
+        );
+        drop(last);
+        sem.add_units(1);
+        let one = sem.try_acquire(1).expect("free");
+        let two = sem.try_acquire(1).expect("an added unit");
+        assert!(sem.try_acquire(1).is_none(), "{}: over capacity", P::NAME);
+        drop((one, two));
     }
 
     #[test]
     fn adapters_take_and_return_units() {
         check::<Admit>();
         check::<AdmitOwned>();
+        check::<AdmitCompat>();
         check::<Tokio>();
         check::<TokioOwned>();
         check::<AsyncLock>();

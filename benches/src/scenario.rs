@@ -1,4 +1,4 @@
-//! The scenarios S1–S12, each written once, generic over [`Peer`].
+//! The scenarios S1–S13, each written once, generic over [`Peer`].
 //!
 //! Every function returns one sample: the time of a fixed amount of work divided by
 //! the number of operations, or, for S8, a size. The harness repeats them,
@@ -23,11 +23,12 @@ use crate::peer::Peer;
 pub struct Config {
     /// Repetitions of S4–S6 for every peer (after one discarded warm-up).
     pub reps: usize,
-    /// Repetitions of the single-thread scenarios (S1–S3, S7, the gate), whose
+    /// Repetitions of the single-thread scenarios (S1–S3, S7, S13, the gate), whose
     /// samples are kept short (~1–5 ms) so that on a loaded machine most of them
     /// run without being preempted and the median is one of those.
     pub micro_reps: usize,
-    /// try_acquire + release pairs per sample (S1, S3).
+    /// try_acquire + release pairs per sample (S1, S3), and checkouts + returns
+    /// (S13).
     pub try_iters: u32,
     /// acquire().await on a ready semaphore + release per sample (S2).
     pub acquire_iters: u32,
@@ -122,11 +123,14 @@ pub enum Scenario {
     /// S11's parked operations alone: every unit held, each operation parks,
     /// spins, polls again and gives up; threads = cores, then 16.
     S12,
+    /// A pool's checkout and return on a semaphore used as a counter:
+    /// uncontended `try_acquire(1)` + forget the permit, then add a unit.
+    S13,
 }
 
 impl Scenario {
     /// All of them.
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Self::S1,
         Self::S2,
         Self::S3,
@@ -139,6 +143,7 @@ impl Scenario {
         Self::S10,
         Self::S11,
         Self::S12,
+        Self::S13,
     ];
 
     /// `"S1"` etc.
@@ -157,6 +162,7 @@ impl Scenario {
             Self::S10 => "S10",
             Self::S11 => "S11",
             Self::S12 => "S12",
+            Self::S13 => "S13",
         }
     }
 
@@ -225,6 +231,7 @@ impl Scenario {
                 ("S12 parked cycle, 16 threads: p99.9 op latency", "ns"),
                 ("S12 parked cycle, 16 threads: peak heap growth", "KiB"),
             ],
+            Self::S13 => &[("S13 counter: try_acquire(1)+forget, add_units(1)", "ns/op")],
         }
     }
 
@@ -240,7 +247,7 @@ impl Scenario {
     pub fn reps(self, config: &Config) -> usize {
         match self {
             Self::S8 => 1,
-            Self::S1 | Self::S2 | Self::S3 | Self::S7 => config.micro_reps,
+            Self::S1 | Self::S2 | Self::S3 | Self::S7 | Self::S13 => config.micro_reps,
             Self::S4 | Self::S5 | Self::S6 | Self::S9 | Self::S10 | Self::S11 | Self::S12 => {
                 config.reps
             }
@@ -363,6 +370,9 @@ impl<P: Peer> Column for Of<P> {
                     .map(Cell::Value)
                     .to_vec()
             }
+            Scenario::S13 => {
+                forget_add::<P>(c.try_iters).map_or_else(na, |ns| vec![Cell::Value(ns)])
+            }
             _ => na(),
         }
     }
@@ -391,6 +401,22 @@ fn try_release<P: Peer>(units: usize, iters: u32) -> f64 {
         drop(black_box(permit).expect("uncontended"));
     }
     per_op(start.elapsed(), iters.into())
+}
+
+/// S13: on a [`Peer::counter`] of capacity 16, `try_acquire(1)` and forget the
+/// permit (a pool's checkout: the unit leaves the semaphore), then add one unit
+/// (its return), `iters` times. `None` for a peer without a counter.
+#[inline(never)]
+fn forget_add<P: Peer>(iters: u32) -> Option<f64> {
+    let sem = P::counter(16)?;
+    let sem = black_box(&sem);
+    let start = Instant::now();
+    for _ in 0..iters {
+        let permit = sem.try_acquire(black_box(1));
+        P::forget(black_box(permit).expect("uncontended"));
+        sem.add_units(black_box(1));
+    }
+    Some(per_op(start.elapsed(), iters.into()))
 }
 
 /// S2: build the acquire future, poll it once (it is ready), drop the permit.
@@ -1018,6 +1044,36 @@ mod tests {
                 assert_eq!(cells.len(), scenario.metrics().len());
             }
         }
+    }
+
+    /// The floor with the trait's default [`Peer::counter`]: no counter.
+    struct NoCounter(Floor);
+
+    impl Peer for NoCounter {
+        const NAME: &'static str = "no-counter";
+        const WEIGHTED: bool = true;
+        const PARKS: bool = false;
+        const SEMAPHORE_SIZE: usize = Floor::SEMAPHORE_SIZE;
+        type Permit<'a> = <Floor as Peer>::Permit<'a>;
+
+        fn new(capacity: usize) -> Self {
+            Self(Floor::new(capacity))
+        }
+        fn try_acquire(&self, units: usize) -> Option<Self::Permit<'_>> {
+            self.0.try_acquire(units)
+        }
+        fn acquire(&self, units: usize) -> impl Future<Output = Self::Permit<'_>> + Send + '_ {
+            self.0.acquire(units)
+        }
+    }
+
+    #[test]
+    fn a_peer_without_a_counter_is_not_applicable_in_s13() {
+        let env = Env::new(Config::smoke());
+        let cells = Of::<NoCounter>::new().sample(Scenario::S13, &env);
+        assert_eq!(cells, [Cell::NotApplicable]);
+        let cells = Of::<Floor>::new().sample(Scenario::S13, &env);
+        assert!(matches!(cells[..], [Cell::Value(ns)] if ns > 0.0));
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl<'a> Permit<'a> {
     /// (a deliberate leak, as tokio's `forget`). Requests parked for more than the
     /// new capacity then fail with [`ExceedsCapacity`](crate::ExceedsCapacity),
     /// or on a [`counting`](Semaphore::counting) semaphore wait for it to grow.
+    #[inline]
     pub fn forget(self) {
         self.semaphore.forget(self.units);
         core::mem::forget(self);
@@ -172,6 +173,7 @@ mod owned {
 
         /// Keeps the units out of the semaphore for good: its capacity shrinks by
         /// them (a deliberate leak).
+        #[inline]
         pub fn forget(mut self) {
             self.semaphore.forget(core::mem::take(&mut self.units));
         }

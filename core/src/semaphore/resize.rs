@@ -121,17 +121,24 @@ impl Semaphore {
     /// # Panics
     ///
     /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
+    #[inline]
     pub fn add_units(&self, units: usize) {
         if !self.oversize_fails() {
             // A counter's grow, outside the seqlock: the capacity, then the
             // units, so a check for every unit back that reads the units reads
             // the capacity that holds them; one that reads the capacity alone
-            // says "not yet", and the release serves it.
+            // says "not yet", and the release serves it. Inlined: a pool's
+            // every return.
             let raised = self.state.add_capacity(units);
             assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
             self.release(units);
-            return;
+        } else {
+            self.add_units_resizing(units);
         }
+    }
+
+    /// [`add_units`](Self::add_units) inside the seqlock.
+    fn add_units_resizing(&self, units: usize) {
         self.state.begin_resize();
         let raised = self.state.add_capacity(units);
         let owed = raised && self.state.release(units) & UNITS_OWED != 0;
@@ -167,15 +174,22 @@ impl Semaphore {
 
     /// Takes `units` held by a permit out of the semaphore for good: its capacity
     /// shrinks by them.
+    #[inline]
     pub(crate) fn forget(&self, units: usize) {
         if !self.oversize_fails() && self.state.forget_held(units) {
             // A counter's parked requests wait whatever the capacity: only a
-            // drain (after a close) has work for a pass.
+            // drain (after a close) has work for a pass. Inlined: a pool's
+            // every checkout.
             if self.state.load() & CLOSED != 0 {
                 self.serve();
             }
-            return;
+        } else {
+            self.forget_resizing(units);
         }
+    }
+
+    /// [`forget`](Self::forget) inside the seqlock.
+    fn forget_resizing(&self, units: usize) {
         // The capacity shrinks by the units, as far as it goes; units held above it
         // (after a shrink) were owed to the retirement, and settle it instead.
         self.state.begin_resize();

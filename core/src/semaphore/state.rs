@@ -260,6 +260,7 @@ impl State {
 
     /// Raises the capacity by `units`; `false` (and nothing changed) if it would
     /// exceed [`MAX_UNITS`].
+    #[inline]
     pub(crate) fn add_capacity(&self, units: usize) -> bool {
         self.capacity
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
@@ -274,6 +275,7 @@ impl State {
     /// unit back could count them either way, and a check's read of the
     /// capacity orders it against a drain's join
     /// ([`all_units_back`](Self::all_units_back)).
+    #[inline]
     pub(crate) fn forget_held(&self, units: usize) -> bool {
         self.capacity
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
