@@ -225,3 +225,19 @@ fn forget_free_takes_only_free_units_even_behind_a_parked_request() {
     drop(waiting.ready().unwrap());
     assert_idle(&pool);
 }
+
+#[test]
+fn a_grow_past_max_units_panics_and_changes_nothing() {
+    for pool in [Semaphore::counting(3), Semaphore::new(3)] {
+        let held = pool.try_acquire(1).unwrap();
+        let grow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.add_units(Semaphore::MAX_UNITS - 2);
+        }));
+        assert!(grow.is_err());
+        assert_eq!((pool.capacity(), pool.available()), (3, 2));
+        drop(held);
+        pool.add_units(Semaphore::MAX_UNITS - 3);
+        assert_eq!(pool.capacity(), Semaphore::MAX_UNITS);
+        assert_idle(&pool);
+    }
+}

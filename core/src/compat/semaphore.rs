@@ -79,12 +79,7 @@ impl Semaphore {
     /// with tokio's message; nothing is added then.
     #[track_caller]
     pub fn add_permits(&self, n: usize) {
-        // The core checks again as it adds, with its own message: only an
-        // `add_permits` racing this one past the bound gets that one.
-        if n > Semaphore::MAX_PERMITS - self.inner.capacity() {
-            panic!("{TOO_MANY}");
-        }
-        self.inner.add_units(n);
+        assert!(self.inner.try_add_units(n), "{TOO_MANY}");
     }
 
     /// Removes up to `n` of the free permits for good, and returns how many it

@@ -122,28 +122,41 @@ impl Semaphore {
     ///
     /// If the capacity would exceed [`Semaphore::MAX_UNITS`].
     #[inline]
+    #[track_caller]
     pub fn add_units(&self, units: usize) {
-        if !self.oversize_fails() {
-            // A counter's grow, outside the seqlock: the capacity, then the
-            // units, so a check for every unit back that reads the units reads
-            // the capacity that holds them; one that reads the capacity alone
-            // says "not yet", and the release serves it. Inlined: a pool's
-            // every return.
-            let raised = self.state.add_capacity(units);
-            assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
-            self.release(units);
-        } else {
-            self.add_units_resizing(units);
-        }
+        assert!(
+            self.try_add_units(units),
+            "capacity exceeds Semaphore::MAX_UNITS"
+        );
     }
 
-    /// [`add_units`](Self::add_units) inside the seqlock.
-    fn add_units_resizing(&self, units: usize) {
+    /// [`add_units`](Self::add_units), or `false` (and nothing added) past
+    /// [`MAX_UNITS`](Semaphore::MAX_UNITS).
+    #[inline]
+    pub(crate) fn try_add_units(&self, units: usize) -> bool {
+        if self.oversize_fails() {
+            return self.add_units_resizing(units);
+        }
+        // A counter's grow, outside the seqlock: the capacity, then the units,
+        // so a check for every unit back that reads the units reads the
+        // capacity that holds them; one that reads the capacity alone says "not
+        // yet", and the release serves it. Inlined: a pool's every return.
+        if !self.state.grow_capacity(units) {
+            // A drain's check may have read the capacity before its undo.
+            self.serve();
+            return false;
+        }
+        self.release(units);
+        true
+    }
+
+    /// [`try_add_units`](Self::try_add_units) inside the seqlock.
+    fn add_units_resizing(&self, units: usize) -> bool {
         self.state.begin_resize();
         let raised = self.state.add_capacity(units);
         let owed = raised && self.state.release(units) & UNITS_OWED != 0;
         self.end_resize(owed);
-        assert!(raised, "capacity exceeds Semaphore::MAX_UNITS");
+        raised
     }
 
     /// Takes up to `units` of the free units out of the semaphore for good, as
