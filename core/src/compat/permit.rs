@@ -22,11 +22,13 @@ pub struct OwnedSemaphorePermit {
 }
 
 impl<'a> SemaphorePermit<'a> {
+    #[inline]
     pub(super) fn new(sem: &'a Semaphore, permits: usize) -> Self {
         Self { sem, permits }
     }
 
     /// Keeps the permits out of the semaphore for good.
+    #[inline]
     pub fn forget(mut self) {
         self.sem.forget(mem::take(&mut self.permits));
     }
@@ -68,11 +70,13 @@ impl<'a> SemaphorePermit<'a> {
 }
 
 impl OwnedSemaphorePermit {
+    #[inline]
     pub(super) fn new(sem: Arc<Semaphore>, permits: usize) -> Self {
         Self { sem, permits }
     }
 
     /// Keeps the permits out of the semaphore for good.
+    #[inline]
     pub fn forget(mut self) {
         self.sem.forget(mem::take(&mut self.permits));
     }

@@ -78,6 +78,7 @@ impl Semaphore {
     /// If the permits, held and free, would exceed [`MAX_PERMITS`](Self::MAX_PERMITS),
     /// with tokio's message; nothing is added then.
     #[track_caller]
+    #[inline]
     pub fn add_permits(&self, n: usize) {
         assert!(self.inner.try_add_units(n), "{TOO_MANY}");
     }
@@ -128,6 +129,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As for [`try_acquire_many`](Self::try_acquire_many).
+    #[inline]
     pub fn try_acquire(&self) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         self.try_acquire_many(1)
     }
@@ -144,6 +146,7 @@ impl Semaphore {
     ///
     /// If `n > MAX_PERMITS`.
     #[track_caller]
+    #[inline]
     pub fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         let permits = checked(n);
         self.try_take(permits)?;
@@ -192,6 +195,7 @@ impl Semaphore {
     /// # Errors
     ///
     /// As for [`try_acquire_many`](Self::try_acquire_many).
+    #[inline]
     pub fn try_acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, TryAcquireError> {
         self.try_acquire_many_owned(1)
     }
@@ -206,6 +210,7 @@ impl Semaphore {
     ///
     /// If `n > MAX_PERMITS`.
     #[track_caller]
+    #[inline]
     pub fn try_acquire_many_owned(
         self: Arc<Self>,
         n: u32,
@@ -250,6 +255,7 @@ impl Semaphore {
     }
 
     /// [`take`](Self::take) now or never: one CAS.
+    #[inline]
     fn try_take(&self, permits: usize) -> Result<(), TryAcquireError> {
         if permits == 0 {
             return if self.is_closed() {
@@ -274,6 +280,7 @@ impl Semaphore {
     }
 
     /// Removes `permits` units a permit held for good.
+    #[inline]
     pub(super) fn forget(&self, permits: usize) {
         if permits != 0 {
             self.inner.forget(permits);
@@ -290,6 +297,7 @@ const COUNTING: &str = "a counting semaphore fails only a request above MAX_UNIT
 ///
 /// If `n > MAX_PERMITS`, with tokio's message.
 #[track_caller]
+#[inline]
 fn checked(n: u32) -> usize {
     match usize::try_from(n) {
         Ok(permits) if permits <= Semaphore::MAX_PERMITS => permits,

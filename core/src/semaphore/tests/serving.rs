@@ -250,3 +250,29 @@ fn park_and_cancel_serve_only_when_there_is_work() {
     assert_eq!(serves(&sem, || drop(lone)), 1, "a cancel with a unit free");
     drop(one);
 }
+
+/// A pool's checkout and return on a counter (`Semaphore::counting`) serve
+/// nobody while nobody waits and the semaphore is open; after a close, a
+/// forget serves, for a drain that may now be complete.
+#[test]
+fn a_counters_forget_and_grow_serve_only_for_a_waiter_or_a_drain() {
+    let sem = Semaphore::counting(2);
+    let one = sem.try_acquire(1).unwrap();
+    assert_eq!(serves(&sem, || one.forget()), 0, "a checkout");
+    assert_eq!(serves(&sem, || sem.add_units(1)), 0, "a return");
+
+    let both = sem.try_acquire(2).unwrap();
+    let mut waiter = pin!(sem.acquire(1));
+    assert!(poll(waiter.as_mut()).is_pending());
+    assert_eq!(serves(&sem, || sem.add_units(1)), 1, "a return to a waiter");
+    assert!(poll(waiter.as_mut()).is_ready());
+
+    let mut drain = pin!(sem.drain());
+    assert!(poll(drain.as_mut()).is_pending());
+    assert_eq!(
+        serves(&sem, || both.forget()),
+        1,
+        "the last forget, to a drain"
+    );
+    assert!(poll(drain.as_mut()).is_ready());
+}
