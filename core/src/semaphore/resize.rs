@@ -178,7 +178,7 @@ impl Semaphore {
     /// assert_eq!(sem.available(), 3);
     /// ```
     pub fn forget_free(&self, units: usize) -> usize {
-        let taken = self.state.take_free(units);
+        let taken = self.state.retire(units);
         if taken != 0 {
             self.forget(taken);
         }

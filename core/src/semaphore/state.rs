@@ -512,30 +512,9 @@ impl State {
         }
     }
 
-    /// Takes up to `units` of the free units, whoever waits and whatever the
-    /// flags (the caller forgets them at once); returns how many it took.
-    /// `Acquire`, as a fast path's take.
-    pub(crate) fn take_free(&self, units: usize) -> usize {
-        let mut state = self.word.load(Ordering::Relaxed);
-        loop {
-            let take = available(state).min(units);
-            if take == 0 {
-                return 0;
-            }
-            match self.word.compare_exchange_weak(
-                state,
-                state - (take << SHIFT),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return take,
-                Err(actual) => state = actual,
-            }
-        }
-    }
-
-    /// Server only: takes up to `debt` free units out of circulation; returns how
-    /// many it took.
+    /// Takes up to `debt` free units out of circulation, whoever waits and
+    /// whatever the flags; returns how many it took. The server's, for a
+    /// retirement, and `forget_free`'s, which forgets them at once.
     pub(crate) fn retire(&self, debt: usize) -> usize {
         let mut state = self.word.load(Ordering::Acquire);
         loop {
