@@ -38,7 +38,7 @@
 //!   (cancelled, closed, above `max_units` or the capacity).
 //! - A request counts among the parked (against `max_waiters`, and in the units
 //!   queued per class that the estimate reads) exactly while it holds a
-//!   [`ParkedSlot`].
+//!   [`ParkedPlace`].
 //! - The overload rule sees a wait only from a request that parked: a shed at
 //!   arrival shows it nothing, nor does an admission whose wait was shortened by
 //!   shedding lower classes ([`Waited::Outranked`]).
@@ -73,7 +73,7 @@ pub(crate) struct Wait<'a, S, T, O> {
     /// Caps the wait below the budget.
     pub(super) ceiling: Option<Duration>,
     /// Its place among the parked, from its arrival to its end.
-    slot: Option<ParkedSlot<'a>>,
+    place: Option<ParkedPlace<'a>>,
 }
 
 /// What a look at a parked wait found.
@@ -115,7 +115,7 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
             source,
             priority: source.priority(),
             ceiling: None,
-            slot: None,
+            place: None,
         }
     }
 
@@ -138,7 +138,7 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
     /// Whether it has taken a place among the parked (and not ended).
     #[cfg(feature = "std")]
     pub(super) fn is_parked(&self) -> bool {
-        self.slot.is_some()
+        self.place.is_some()
     }
 
     /// A turn: polls the semaphore's acquire (made at the first turn) with
@@ -150,7 +150,7 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
         poll: impl FnOnce(Pin<&mut RankedAcquire>) -> Poll<Result<OwnedPermit, Refusal>>,
         look: Option<Look>,
     ) -> Step {
-        debug_assert_eq!(look.is_some(), self.slot.is_some());
+        debug_assert_eq!(look.is_some(), self.place.is_some());
         if acquire.is_none() {
             let semaphore = Arc::clone(&self.inner().semaphore);
             acquire.set(Some(
@@ -193,7 +193,7 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
     /// before the caller ends it, so the shed's estimate is a newcomer's.
     pub(super) fn park(&mut self) -> Result<Duration, Ending> {
         let inner = self.inner();
-        let mut slot = self.take_place().map_err(Ending::Shed)?;
+        let mut place = self.take_place().map_err(Ending::Shed)?;
         let limits = self.limits();
         // The caller's own limit first: named for it, not for the estimate.
         if let Some(reason) = limits.expired(Duration::ZERO) {
@@ -222,14 +222,14 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
                 let now = inner.timer.now();
                 let interval = overload.interval(inner.pace.mean_hold());
                 if overload.pressed(behind_all > mark, now, interval) && behind_all > goal {
-                    slot.outranked_others = inner.shed_below(self.priority, behind_all - goal);
-                    if slot.outranked_others {
+                    place.outranked_others = inner.shed_below(self.priority, behind_all - goal);
+                    if place.outranked_others {
                         overload.press(now, interval);
                     }
                 }
             }
         }
-        self.slot = Some(slot);
+        self.place = Some(place);
         Ok(limits.next_look(Duration::ZERO))
     }
 
@@ -238,7 +238,7 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
     /// class parked below this one's, and this one takes its place (for as long
     /// as that request's owner takes to see it, the queue holds one more); with
     /// nobody below, it is `QueueFull`.
-    fn take_place(&self) -> Result<ParkedSlot<'a>, ShedReason> {
+    fn take_place(&self) -> Result<ParkedPlace<'a>, ShedReason> {
         let inner = self.inner();
         let counted = match inner.max_waiters {
             None => None,
@@ -261,7 +261,7 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
         };
         let queued = &inner.queued_units[usize::from(self.priority.rank())];
         queued.fetch_add(self.units, Ordering::Relaxed);
-        Ok(ParkedSlot {
+        Ok(ParkedPlace {
             counted,
             queued_units: queued,
             units: self.units,
@@ -283,17 +283,17 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
     pub(super) fn look(&mut self, waited: Duration) -> Look {
         let inner = self.inner();
         let limits = self.limits();
-        let slot = self.slot.as_mut().expect("only a parked request looks");
+        let place = self.place.as_mut().expect("only a parked request looks");
         let Some(reason) = limits.expired(waited) else {
             return Look::Until(limits.next_look(waited));
         };
         if reason == ShedReason::Overload {
-            if waited < slot.outranks_again_at {
+            if waited < place.outranks_again_at {
                 return Look::Until(limits.next_look(waited));
             }
             if (0..usize::from(self.priority.rank())).any(|rank| inner.parked_of(rank) != 0) {
-                slot.outranks_again_at = waited.saturating_add(limits.recheck);
-                slot.outrank_owed = true;
+                place.outranks_again_at = waited.saturating_add(limits.recheck);
+                place.outrank_owed = true;
                 return Look::Until(limits.next_look(waited));
             }
         }
@@ -310,9 +310,10 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
             Look::Until(next) => next,
         };
         let inner = self.inner();
-        let slot = self.slot.as_mut().expect("a parked request has a place");
-        if core::mem::take(&mut slot.outrank_owed) && inner.shed_below(self.priority, slot.units) {
-            slot.outranked_others = true;
+        let place = self.place.as_mut().expect("a parked request has a place");
+        if core::mem::take(&mut place.outrank_owed) && inner.shed_below(self.priority, place.units)
+        {
+            place.outranked_others = true;
         }
         Ok(next)
     }
@@ -332,9 +333,9 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
         match ending {
             Ending::Granted(permit) => {
                 let how = self
-                    .slot
+                    .place
                     .as_ref()
-                    .map_or(Waited::AtOnce, |slot| Waited::of(waited(), slot));
+                    .map_or(Waited::AtOnce, |place| Waited::of(waited(), place));
                 self.leave(acquire.as_mut());
                 Ok(self.gate.admit(permit, self.source, self.priority, how))
             }
@@ -367,12 +368,12 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
     /// meanwhile), then of the place among the parked; whether it had one.
     fn leave(&mut self, mut acquire: Pin<&mut Option<RankedAcquire>>) -> bool {
         acquire.set(None);
-        self.slot.take().is_some()
+        self.place.take().is_some()
     }
 }
 
 /// A place among a gate's parked acquires, given back when dropped.
-pub(crate) struct ParkedSlot<'a> {
+pub(crate) struct ParkedPlace<'a> {
     /// The count of parked acquires, with `max_waiters`.
     counted: Option<&'a AtomicUsize>,
     queued_units: &'a AtomicUsize,
@@ -389,7 +390,7 @@ pub(crate) struct ParkedSlot<'a> {
     outrank_owed: bool,
 }
 
-impl Drop for ParkedSlot<'_> {
+impl Drop for ParkedPlace<'_> {
     fn drop(&mut self) {
         self.queued_units.fetch_sub(self.units, Ordering::Relaxed);
         if let Some(parked) = self.counted {
@@ -421,9 +422,9 @@ impl Waited {
         }
     }
 
-    /// A parked request's wait of `waited`, as `slot` says it was got.
-    fn of(waited: Duration, slot: &ParkedSlot<'_>) -> Waited {
-        if slot.outranked_others {
+    /// A parked request's wait of `waited`, as `place` says it was got.
+    fn of(waited: Duration, place: &ParkedPlace<'_>) -> Waited {
+        if place.outranked_others {
             Waited::Outranked(waited)
         } else {
             Waited::Parked(waited)

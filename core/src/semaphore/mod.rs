@@ -492,7 +492,7 @@ impl Semaphore {
                 self.settle_shed(rank, units);
                 Poll::Ready(Err(Refusal::Shed))
             }
-            status::CLOSED => refused(AcquireError::Closed),
+            status::SHUT_OUT => refused(AcquireError::Closed),
             status::EXCEEDS => refused(AcquireError::ExceedsCapacity(ExceedsCapacity {
                 requested: units,
                 capacity: self.capacity(),

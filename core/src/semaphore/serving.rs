@@ -68,7 +68,7 @@ fn head_outcome(state: &State, units: usize, oversize_fails: bool) -> Result<usi
         // is never closed). The close served if anyone was queued, and every
         // request enqueued after it serves at its join, so that pass comes.
         HeadTake::Closed if Safeguard::ClosedMidPassWaits.on() => Err(Stop::Blocked),
-        HeadTake::Closed => Ok(status::CLOSED),
+        HeadTake::Closed => Ok(status::SHUT_OUT),
         // A shrink posted since this pass settled: stop. It set `ARRIVED`, so
         // the pass goes round and pays it.
         HeadTake::Retiring => Err(Stop::Blocked),

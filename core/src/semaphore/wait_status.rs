@@ -9,13 +9,13 @@
 //! ```
 //!
 //! The phase leaves `WAITING` exactly once, by one CAS, and whoever wins it
-//! resolves the request: the server (`GRANTED` after taking the units, `CLOSED`,
-//! `EXCEEDS` when the capacity fell below the request, `SHED` when a shed asked
-//! for its rank) or the owner
-//! (`CANCELLED`). The loser has a duty: a server that lost to a cancel gives its
-//! units back; an owner that lost to a grant releases the units it will never
-//! take. A request of 0 units is a drain waiter: the server grants it, taking
-//! nothing, once the semaphore is closed and every unit is back.
+//! resolves the request: the server (`GRANTED` after taking the units, `SHUT_OUT`
+//! when the semaphore closed, `EXCEEDS` when the capacity fell below the request,
+//! `SHED` when a shed asked for its rank) or the owner (`CANCELLED`). The loser
+//! has a duty: a server that lost to a cancel gives its units back; an owner that
+//! lost to a grant releases the units it will never take. A request of 0 units is
+//! a drain waiter: the server grants it, taking nothing, once the semaphore is
+//! closed and every unit is back.
 //!
 //! A cell has two phases before `WAITING`: `EMPTY` (its ticket is taken, or not
 //! yet, and the request is not published) and `BROKEN` (the server passed an
@@ -43,8 +43,8 @@ pub(crate) mod status {
     pub(crate) const WAITING: usize = 0;
     /// The server took the units for it; its owner now owns them.
     pub(crate) const GRANTED: usize = 1;
-    /// The server resolved it because the semaphore closed.
-    pub(crate) const CLOSED: usize = 2;
+    /// The server resolved it because the semaphore closed (its `CLOSED` flag).
+    pub(crate) const SHUT_OUT: usize = 2;
     /// The owner gave up (its future was dropped while waiting).
     pub(crate) const CANCELLED: usize = 3;
     /// The server resolved it because the capacity fell below its request.
@@ -199,7 +199,7 @@ impl WaitStatus {
         phase
     }
 
-    /// Server only: moves the phase from `WAITING` to `to` (`GRANTED`, `CLOSED`,
+    /// Server only: moves the phase from `WAITING` to `to` (`GRANTED`, `SHUT_OUT`,
     /// `EXCEEDS` or `SHED`). `None` if the owner cancelled first; otherwise the waker to
     /// wake, which is `None` if the owner was registering (it sees the phase
     /// itself).
@@ -211,12 +211,12 @@ impl WaitStatus {
         #[cfg(feature = "alloc")]
         debug_assert!(matches!(
             to,
-            status::GRANTED | status::CLOSED | status::EXCEEDS | status::SHED
+            status::GRANTED | status::SHUT_OUT | status::EXCEEDS | status::SHED
         ));
         #[cfg(not(feature = "alloc"))]
         debug_assert!(matches!(
             to,
-            status::GRANTED | status::CLOSED | status::EXCEEDS
+            status::GRANTED | status::SHUT_OUT | status::EXCEEDS
         ));
         let waited = if Safeguard::PhaseCas.on() {
             self.set_while_waiting(to, Ordering::AcqRel)

@@ -8,7 +8,7 @@ use core::task::Waker;
 /// work done per lock hold; a pass that fills it unlocks, wakes, and goes again.
 pub(crate) const WAKE_BATCH: usize = 32;
 
-/// Slots `..len` are initialised, the rest are not. Uninitialised storage keeps
+/// Entries `..len` are initialised, the rest are not. Uninitialised storage keeps
 /// `new` free: a serving pass that grants nobody (the common case) writes nothing.
 pub(crate) struct WakeList {
     wakers: [MaybeUninit<Waker>; WAKE_BATCH],
@@ -44,7 +44,7 @@ impl WakeList {
             return None;
         }
         self.len -= 1;
-        // SAFETY: slot `len` was initialised (it was below the old `len`) and is no
+        // SAFETY: entry `len` was initialised (it was below the old `len`) and is no
         // longer counted, so it is moved out exactly once.
         Some(unsafe { self.wakers[self.len].assume_init_read() })
     }

@@ -369,7 +369,7 @@ impl Queue for CellQueue {
                     // SAFETY: read with `Acquire`, published.
                     let units = unsafe { units_of(cell) };
                     if units != 0 {
-                        self.resolve_untaken(state, cell, status::CLOSED, wakers);
+                        self.resolve_untaken(state, cell, status::SHUT_OUT, wakers);
                     } else if drained {
                         // A drain waiter takes no units.
                         self.resolve_untaken(state, cell, status::GRANTED, wakers);
@@ -385,7 +385,7 @@ impl Queue for CellQueue {
         // A drain waiter at the cursor waits for units: close the requests
         // behind it; the queue stays blocked on it.
         // SAFETY: the caller holds the role.
-        if unsafe { self.resolve_every(state, status::CLOSED, wakers, |units| units != 0) } {
+        if unsafe { self.resolve_every(state, status::SHUT_OUT, wakers, |units| units != 0) } {
             Stop::Blocked
         } else {
             Stop::BatchFull

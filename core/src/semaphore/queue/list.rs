@@ -396,7 +396,7 @@ impl Queue for ListQueue {
             0 if drained => Some(status::GRANTED),
             // A drain waiter takes no units: it waits for every unit back.
             0 => None,
-            _ => Some(status::CLOSED),
+            _ => Some(status::SHUT_OUT),
         });
         if !done {
             Stop::BatchFull

@@ -116,7 +116,7 @@ pub(crate) trait Queue {
         matches: impl Fn(usize) -> bool,
     ) -> bool;
 
-    /// After a close: fails every request with `CLOSED`, and grants the drain
+    /// After a close: fails every request with `SHUT_OUT`, and grants the drain
     /// waiters (requests of 0 units) if `drained`, else leaves them waiting and
     /// stops with [`Stop::Blocked`].
     ///

@@ -61,7 +61,7 @@
 //!
 //! A thread that works on a segment holds a reference on it as a
 //! [`SegmentRef`](segment::SegmentRef), which lets go of it when dropped; a
-//! [`Ticket`] holds one until it is released or cancelled (`segment.rs`).
+//! [`Ticket`] holds one until it is returned or cancelled (`segment.rs`).
 //!
 //! # Invariants
 //!
@@ -69,7 +69,7 @@
 //!    CAS that adds one to the count it read, and `tail` leaves a segment only
 //!    once all its `CELLS` tickets are taken.
 //! 2. **Counted references.** A segment's count holds its references: its
-//!    tickets not yet released or cancelled (`CELLS` at birth); `TAIL` while
+//!    tickets not yet returned or cancelled (`CELLS` at birth); `TAIL` while
 //!    `tail` names it, less the helpers that `tail`'s count names and that have
 //!    already let go (the swing adds the helpers counted and removes `TAIL`,
 //!    which exceeds the most helpers there can be); `LINK_REF` for each link
@@ -77,7 +77,7 @@
 //!    transit, who each give back one; and one for each thread holding it while
 //!    it works (a walker, a pass, a splice).
 //! 3. **Last reference frees.** Nobody touches a segment without holding one of
-//!    those references, so the release that brings the count to zero is the
+//!    those references, so the decrement that brings the count to zero is the
 //!    last access but the free, and happens once.
 //! 4. **Links move forward.** A link never names a segment it has left: `next`
 //!    is empty, then names the successor, then (by splices) later segments,
@@ -92,7 +92,7 @@
 //!    segment's (which is passed, never spliced), so no splice goes through a
 //!    removed segment.
 //!
-//! A segment the cursor has left is freed once its last ticket is released, and
+//! A segment the cursor has left is freed once its last ticket is returned, and
 //! a removed one once its splice's winner has cleaned it up and its walkers have
 //! let go: each stalled thread holds at most the two segments it is working on,
 //! not what follows them. The memory held is then the segments with a live
@@ -117,7 +117,7 @@
 //!
 //! # Memory orderings
 //!
-//! Counts are let go of with `AcqRel`: the release that reaches zero acquires
+//! Counts are let go of with `AcqRel`: the decrement that reaches zero acquires
 //! every other holder's accesses before the free. Links are written by `AcqRel`
 //! read-modify-writes and read with `Acquire`, so whoever reaches a segment
 //! through one sees its initialization and its predecessor's changes; the swing
@@ -202,7 +202,7 @@ impl<C: SegmentCell> Segments<C> {
 
 impl<C> Drop for Segments<C> {
     /// Frees every segment from the cursor's to the tail. Every ticket must have
-    /// been released (the semaphore outlives its futures); a segment holding
+    /// been returned (the semaphore outlives its futures); a segment holding
     /// one of a future leaked with `mem::forget` is leaked with it.
     fn drop(&mut self) {
         if self.tail.load(Ordering::Acquire) != 0 {
@@ -227,7 +227,7 @@ impl<C> Segments<C> {
                 .live()
                 .next
                 .load(Ordering::Acquire);
-            // SAFETY: that reference; with every ticket released and `tail`'s
+            // SAFETY: that reference; with every ticket returned and `tail`'s
             // gone, the last one.
             unsafe { Segment::drop_refs(segment, LINK_REF) };
             let Some(next) = next.target() else {

@@ -24,13 +24,13 @@ impl<C> Segments<C> {
         &()
     }
 
-    /// In the crate's tests, the drop's check and release of the freed segments.
+    /// In the crate's tests, the drop's check of the freed segments, and their freeing.
     #[inline(always)]
     pub(super) fn close_graveyard(&mut self) {}
 }
 
 /// What a list allocated and freed: its drop checks that every segment was freed
-/// once, then releases their memory.
+/// once, then frees their memory.
 #[cfg(test)]
 #[derive(Default)]
 pub(super) struct Graveyard {
@@ -55,7 +55,7 @@ impl Graveyard {
         self.allocated.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Checks that every segment the list allocated was freed, then releases
+    /// Checks that every segment the list allocated was freed, then frees
     /// their memory and the graveyard's.
     ///
     /// # Safety
@@ -141,7 +141,7 @@ impl<C> Segments<C> {
     }
 
     /// The drop's last step: checks that every segment was freed once, and
-    /// releases their memory.
+    /// frees their memory.
     pub(super) fn close_graveyard(&mut self) {
         let graveyard = self.graveyard.load(Ordering::Acquire);
         if let Some(graveyard) = NonNull::new(graveyard) {

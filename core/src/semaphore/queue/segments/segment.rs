@@ -7,7 +7,7 @@
 //!
 //! | holder                                   | counts                   |
 //! |------------------------------------------|--------------------------|
-//! | a ticket not yet released or cancelled   | 1 (`CELLS` at birth)     |
+//! | a ticket not yet returned or cancelled   | 1 (`CELLS` at birth)     |
 //! | `tail`, while it names the segment       | [`TAIL`], less helpers   |
 //! | a link (`head`, a predecessor's `next`)  | [`LINK_REF`], less transit |
 //! | a thread at work on it ([`SegmentRef`])  | 1                        |

@@ -6,7 +6,7 @@
 //! have not. Every ticket is served once, in ticket order; every segment is freed
 //! exactly once (loom's allocator reports a leak or a double free); a ticket's
 //! cell stays readable after the cursor has passed it, until the ticket is
-//! released. Then the removals: completing cancels racing each other, the
+//! returned. Then the removals: completing cancels racing each other, the
 //! cursor, and a claim.
 
 use std::sync::Arc;
@@ -43,7 +43,7 @@ fn helpers_cross_a_boundary_while_the_cursor_passes() {
     let segments = Arc::new(Segments::<TestCell>::new());
     let mut first: Vec<_> = (0..2).map(|v| claim_and_publish(&segments, v)).collect();
     // Served before anyone else runs: the cursor waits at the end of the first
-    // segment, whose last ticket is released only after the cursor may have left.
+    // segment, whose last ticket is returned only after the cursor may have left.
     let mut served = serve_published(&segments);
     segments.return_ticket(first.remove(0));
     let claimers: Vec<_> = (2..4)
@@ -117,7 +117,7 @@ fn tickets_cross_a_segment_boundary_and_every_segment_is_freed_once() {
 }
 
 /// Negative control: a swing that drops `tail`'s reference without counting the
-/// helpers `tail` named lets their releases free the segment while it is in use.
+/// helpers `tail` named lets those helpers, letting go, free the segment while it is in use.
 #[test]
 fn a_swing_that_forgets_the_helpers_frees_a_segment_in_use() {
     without(

@@ -77,12 +77,12 @@ impl TestCell {
 /// Claimers and one server over one list, for the threaded tests (std threads)
 /// and the randomized schedules (shuttle's): each claimer claims `rounds`
 /// tickets, publishes its own number in each, keeps the last few past the
-/// server's visit and checks them then, and releases them; the server walks the
+/// server's visit and checks them then, and returns them; the server walks the
 /// cells. Every ticket is served once, each claimer's in its claiming order;
 /// segments are freed as the cursor passes them (at most the cursor's and the
 /// tail's remain), and every one by the list's drop (its own check).
 #[cfg(not(admit_loom))]
-fn claim_serve_release(
+fn claim_serve_return(
     threads: usize,
     rounds: usize,
     spawn: impl Fn(std::boxed::Box<dyn FnOnce() + Send>) -> std::boxed::Box<dyn FnOnce()>,
@@ -162,7 +162,7 @@ fn claim_serve_release(
     }
     assert!(
         segments.live_segments() <= 2,
-        "{} segments alive with every ticket served and released",
+        "{} segments alive with every ticket served and returned",
         segments.live_segments()
     );
 }

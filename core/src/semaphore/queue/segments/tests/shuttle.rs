@@ -3,7 +3,7 @@
 
 use std::boxed::Box;
 
-use super::claim_serve_release;
+use super::claim_serve_return;
 use crate::semaphore::tests::shuttle::iterations;
 
 fn shuttle_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
@@ -15,7 +15,7 @@ fn shuttle_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
 #[test]
 fn segments_six_claimers_pct() {
     shuttle::check_pct(
-        || claim_serve_release(6, 40, shuttle_spawn, shuttle::thread::yield_now),
+        || claim_serve_return(6, 40, shuttle_spawn, shuttle::thread::yield_now),
         iterations(),
         3,
     );

@@ -3,7 +3,7 @@
 use std::boxed::Box;
 use std::vec::Vec;
 
-use super::{claim_serve_release, TestCell};
+use super::{claim_serve_return, TestCell};
 use crate::semaphore::queue::segments::{Segments, CELLS};
 
 fn std_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
@@ -14,7 +14,7 @@ fn std_spawn(f: Box<dyn FnOnce() + Send>) -> Box<dyn FnOnce()> {
 #[test]
 fn every_ticket_is_served_once_in_order_and_every_segment_freed() {
     let rounds = if cfg!(miri) { 2 * CELLS } else { 20_000 };
-    claim_serve_release(4, rounds, std_spawn, std::thread::yield_now);
+    claim_serve_return(4, rounds, std_spawn, std::thread::yield_now);
 }
 
 /// The case the removal exists for: the cursor is stuck behind a ticket nobody
@@ -75,7 +75,7 @@ fn cancelled_segments_stay_bounded_with_more_callers_than_cores() {
     given_up_behind_a_stuck_cursor(32, if cfg!(miri) { CELLS } else { 5_000 });
 }
 
-/// A segment the cursor has left, one of whose tickets was released (a grant)
+/// A segment the cursor has left, one of whose tickets was returned (a grant)
 /// and the others cancelled, so no cancel completes it: the cancel that lets
 /// go of its last reference frees it.
 #[test]
