@@ -139,20 +139,21 @@ use wait_status::status;
 /// work. Without `alloc` the queue is guarded by a critical section, held for a
 /// bounded number of steps. `docs/design.md` has the algorithm and the argument
 /// for each property.
+// `repr(C)`: the order below is the layout, not rustc's to choose (design.md,
+// "Layout"): the first line is what a fast path and a release touch, the second
+// what a park and a pass add.
+#[repr(C)]
 pub struct Semaphore {
     state: State,
     /// Who serves the queue (`serving.rs`).
     role: ServingRole,
+    queue: WaitQueue,
     /// What resizes and forgets post for the serving pass (`resize.rs`).
     resizes: Resizes,
     /// A gate's semaphore's shedding by rank (`shedding.rs`); set before the
     /// semaphore is shared, never after.
     #[cfg(feature = "alloc")]
     shedding: Option<Box<Shedding>>,
-    queue: WaitQueue,
-    /// A counter's semaphore ([`Semaphore::counting`]): a request above the
-    /// capacity waits for it to grow, instead of failing. Set at construction.
-    counting: bool,
     /// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
     /// contended operation touches the state word and the queue's heads together,
     /// so one line transfer brings both, and nothing else shares the block
@@ -164,6 +165,18 @@ pub struct Semaphore {
 /// Gives a struct that holds `[Align128; 0]` a 128-byte alignment, adding no size.
 #[repr(align(128))]
 struct Align128;
+
+// The first line is the state and the role, whole: the queue starts the second.
+// Checked where the layout is the one users run (loom's, shuttle's and the unit
+// tests' atomics and counters are larger).
+#[cfg(all(
+    target_pointer_width = "64",
+    feature = "alloc",
+    not(test),
+    not(admit_loom),
+    not(admit_shuttle)
+))]
+const _: () = assert!(core::mem::offset_of!(Semaphore, queue) == 64);
 
 impl Semaphore {
     /// The largest capacity the state encoding allows on every target: 2²⁸ − 1.
@@ -241,13 +254,12 @@ impl Semaphore {
         fn with_mode(capacity: usize, counting: bool) -> Semaphore {
             assert!(capacity <= Semaphore::MAX_UNITS, "capacity exceeds Semaphore::MAX_UNITS");
             Semaphore {
-                state: State::new(capacity),
+                state: State::new(capacity, counting),
                 role: ServingRole::new(),
                 resizes: Resizes::new(),
                 #[cfg(feature = "alloc")]
                 shedding: None,
                 queue: WaitQueue::new(),
-                counting,
                 _block: [],
             }
         }
@@ -258,7 +270,7 @@ impl Semaphore {
     /// park, at the head, and where the capacity is lowered.
     #[inline]
     fn oversize_fails(&self) -> bool {
-        !self.counting || !Safeguard::CounterWaitsOversize.on()
+        !self.state.counting() || !Safeguard::CounterWaitsOversize.on()
     }
 
     /// A semaphore whose parked requests can be shed by rank (`shedding.rs`):

@@ -1,7 +1,8 @@
 //! The state word: the free units, four flags and (on 64-bit targets) the count
 //! of parked requests in one atomic, so that every fast path is one
 //! read-modify-write and sees, in the same step, whether anyone waits; and beside
-//! it, on the same cache line, the capacity in force.
+//! it, on the same cache line, the capacity in force and whether a request above
+//! it waits (a counter's) or fails.
 //!
 //! ```text
 //!  bits 63..36 (64-bit)   bits 35..4 (31..4)   bit 3        bit 2       bit 1      bit 0
@@ -139,11 +140,15 @@ pub(crate) struct State {
     /// [`all_units_back`](Self::all_units_back) knows the capacity and the
     /// units it read belong together.
     resizes_begun: AtomicUsize,
+    /// A counter's semaphore (`Semaphore::counting`): a request above the
+    /// capacity waits for it to grow instead of failing. Set at construction;
+    /// here because it is read with the capacity, on the word's line.
+    counting: bool,
 }
 
 impl State {
     loom_const_fn! {
-        pub(crate) fn new(capacity: usize) -> State {
+        pub(crate) fn new(capacity: usize, counting: bool) -> State {
             State {
                 word: AtomicUsize::new(capacity << SHIFT),
                 #[cfg(not(target_pointer_width = "64"))]
@@ -151,6 +156,7 @@ impl State {
                 capacity: AtomicUsize::new(capacity),
                 resizing: AtomicUsize::new(0),
                 resizes_begun: AtomicUsize::new(0),
+                counting,
             }
         }
     }
@@ -165,6 +171,13 @@ impl State {
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
         self.capacity.load(Ordering::Acquire)
+    }
+
+    /// Whether this is a counter's semaphore, whose requests above the capacity
+    /// wait for it.
+    #[inline]
+    pub(crate) fn counting(&self) -> bool {
+        self.counting
     }
 
     /// Before a change of the capacity: from here until

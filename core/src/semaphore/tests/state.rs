@@ -6,7 +6,7 @@ use crate::semaphore::state::{available, HeadTake, State, MAX_UNITS, QUEUED};
 
 #[test]
 fn the_count_leaves_the_units_and_the_flags_alone() {
-    let state = State::new(MAX_UNITS);
+    let state = State::new(MAX_UNITS, false);
     for _ in 0..3 {
         state.join();
     }
@@ -30,7 +30,7 @@ fn the_count_leaves_the_units_and_the_flags_alone() {
 
 #[test]
 fn counted_out_before_it_was_counted_in_reads_as_nobody() {
-    let state = State::new(2);
+    let state = State::new(2, false);
     state.count_out();
     assert_eq!(
         state.waiters(),
