@@ -436,21 +436,18 @@ impl Semaphore {
     /// Parks a request of `rank` the fast path refused: enqueues it, joins, and
     /// asks for service if the join shows it could be resolved now. Returns its
     /// phase (`WAITING` unless it was resolved meanwhile).
-    pub(crate) fn park(
-        &self,
-        mut slot: Pin<&mut Slot>,
-        units: usize,
-        rank: u8,
-        waker: Waker,
-    ) -> usize {
-        self.queue.enqueue(slot.as_mut(), units, rank, waker);
+    ///
+    /// Inlined into the refused first poll, which is out of line itself: a
+    /// call of its own here made a park a third slower (S7, docs/benchmarks.md).
+    #[inline]
+    pub(crate) fn park(&self, slot: Pin<&mut Slot>, units: usize, rank: u8, waker: Waker) -> usize {
+        let request = self.queue.enqueue(slot, units, rank, waker);
         let prev = self.state.join();
         let oversize = self.oversize_fails() && self.resizes.sweep_if_oversize(&self.state, units);
-        let phase = || WaitQueue::phase(&slot);
-        if oversize || join_needs_service(prev, units, phase() != status::WAITING) {
+        if oversize || join_needs_service(prev, units, request.phase() != status::WAITING) {
             self.serve();
         }
-        phase()
+        request.phase()
     }
 
     /// The owner of a parked request has read its final phase.

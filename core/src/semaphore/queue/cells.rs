@@ -197,7 +197,13 @@ impl Queue for CellQueue {
 
     /// Publishes the request in a cell of its own ticket.
     #[inline]
-    fn enqueue(&self, slot: Pin<&mut Slot>, units: usize, rank: u8, waker: Waker) {
+    fn enqueue<'s>(
+        &self,
+        slot: Pin<&'s mut Slot>,
+        units: usize,
+        rank: u8,
+        waker: Waker,
+    ) -> &'s WaitStatus {
         let id = WakerId::of(&waker);
         let mut waker = Some(waker);
         let ticket = loop {
@@ -223,12 +229,7 @@ impl Queue for CellQueue {
             self.segments.return_ticket(ticket);
         };
         // `Slot` is `Unpin`: the ticket names the cell, which never moves.
-        slot.get_mut().ticket = Some(ticket);
-    }
-
-    #[inline]
-    fn phase(slot: &Slot) -> usize {
-        slot.cell().status.phase()
+        &slot.get_mut().ticket.insert(ticket).cell().status
     }
 
     /// A re-poll of a parked request: its phase, with `waker` registered if it

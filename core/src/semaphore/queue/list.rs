@@ -322,7 +322,13 @@ impl Queue for ListQueue {
     type Slot = Slot;
 
     #[inline]
-    fn enqueue(&self, slot: Pin<&mut Slot>, units: usize, _rank: u8, waker: Waker) {
+    fn enqueue<'s>(
+        &self,
+        slot: Pin<&'s mut Slot>,
+        units: usize,
+        _rank: u8,
+        waker: Waker,
+    ) -> &'s WaitStatus {
         // SAFETY: the slot is not moved: the node is linked where it is pinned.
         let slot = unsafe { slot.get_unchecked_mut() };
         debug_assert!(slot.node.is_none(), "a request parks once");
@@ -333,11 +339,7 @@ impl Queue for ListQueue {
         // SAFETY: inside the section; the node is pinned, alive until its owner
         // cancels or finishes (both enter the section), and not listed.
         self.list.with(|list| unsafe { list.push_back(node_ptr) });
-    }
-
-    #[inline]
-    fn phase(slot: &Slot) -> usize {
-        slot.node().status.phase()
+        &node.status
     }
 
     #[inline]

@@ -47,6 +47,7 @@ use core::pin::Pin;
 use core::task::Waker;
 
 use super::state::State;
+use super::wait_status::WaitStatus;
 use super::wake_list::WakeList;
 
 #[cfg(feature = "alloc")]
@@ -86,11 +87,15 @@ pub(crate) trait Queue {
 
     /// Puts a request of `units` and `rank` (`shedding.rs`) the fast path
     /// refused in the queue, with `waker`: in arrival order, before its owner
-    /// joins in the state word.
-    fn enqueue(&self, slot: Pin<&mut Self::Slot>, units: usize, rank: u8, waker: Waker);
-
-    /// The phase of an enqueued request (`wait_status.rs`).
-    fn phase(slot: &Self::Slot) -> usize;
+    /// joins in the state word. Returns the request's status word, for the
+    /// owner to read its phase after the join.
+    fn enqueue<'s>(
+        &self,
+        slot: Pin<&'s mut Self::Slot>,
+        units: usize,
+        rank: u8,
+        waker: Waker,
+    ) -> &'s WaitStatus;
 
     /// A re-poll of a parked request: its phase, with `waker` registered if it
     /// is still waiting. Lock-free in both queues.
