@@ -171,7 +171,6 @@ struct Align128;
 // tests' atomics and counters are larger).
 #[cfg(all(
     target_pointer_width = "64",
-    feature = "alloc",
     not(test),
     not(admit_loom),
     not(admit_shuttle)
