@@ -154,11 +154,9 @@ pub struct Semaphore {
     /// semaphore is shared, never after.
     #[cfg(feature = "alloc")]
     shedding: Option<Box<Shedding>>,
-    /// One 128-byte block (two 64-byte lines, fetched in pairs on x86): every
-    /// contended operation touches the state word and the queue's heads together,
-    /// so one line transfer brings both, and nothing else shares the block
-    /// (design.md, "Layout"). A private field rather than `repr(align)` on the
-    /// public type: the alignment is a detail, not a promise of the API.
+    /// One 128-byte block, shared with nothing else (design.md, "Layout"). A
+    /// private field rather than `repr(align)` on the public type: the
+    /// alignment is a detail, not a promise of the API.
     _block: [Align128; 0],
 }
 
