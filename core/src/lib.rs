@@ -79,14 +79,14 @@ pub use gate::{__label_count, __label_is_snake_case};
 #[cfg(feature = "std")]
 pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{
-    whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, GateError, LeaseEnd,
-    LeaseEndEvent, Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source,
-    StartEvent, Timer,
+    whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, CutEvent, CutReason,
+    GateError, LeaseEnd, LeaseEndEvent, Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent,
+    ShedReason, Source, StartEvent, Timer,
 };
 #[cfg(feature = "alloc")]
 pub use gate::{
-    DrainTimeout, Gate, GateAcquire, GateBuilder, GateDrain, GatePermit, NoTimer, MAX_WAIT_BUDGET,
-    MIN_WAIT_BUDGET,
+    DrainTimeout, Gate, GateAcquire, GateBuilder, GateDrain, GatePermit, NoTimer, Pressure,
+    MAX_WAIT_BUDGET, MIN_WAIT_BUDGET,
 };
 #[cfg(feature = "std")]
 pub use gate::{Expire, Lease, LeaseError, Leases, ThreadSleep, ThreadTimer};

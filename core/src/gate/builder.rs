@@ -9,6 +9,7 @@ use core::time::Duration;
 use super::inner::{budget_units_of, Inner};
 use super::overload::Overload;
 use super::pace::Pace;
+use super::pressure::ShedClock;
 use crate::loom::sync::AtomicUsize;
 use crate::{Capacity, ConfigError, Gate, Observer, Semaphore, Source, StartEvent, Timer};
 
@@ -257,6 +258,7 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             overload: self.overload_target.map(Overload::new),
             retry_after_bounds: self.retry_after,
             budget_units: AtomicUsize::new(budget_units_of(self.capacity)),
+            shed_clock: ShedClock::new(),
         });
         let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
         let mut start = StartEvent::new(capacity, &labels);

@@ -343,6 +343,20 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         self.inner.estimated_wait(units)
     }
 
+    /// How hard the gate is pressed for units now: requests parked, the overload
+    /// state, and recent sheds, as one level from calm to pressed (see
+    /// [`Pressure`](crate::Pressure)). A snapshot, for rules that scale with it: an
+    /// HTTP layer's progress rule shortens its limits as it rises.
+    #[must_use]
+    pub fn pressure(&self) -> crate::Pressure {
+        let inner = &*self.inner;
+        crate::Pressure::of(
+            inner.semaphore.waiters() != 0,
+            self.is_overloaded(),
+            inner.shed_clock.since_shed(inner.timer.now()),
+        )
+    }
+
     /// The overload target set with
     /// [`GateBuilder::overload_target`](crate::GateBuilder::overload_target).
     #[must_use]

@@ -12,6 +12,7 @@ use core::time::Duration;
 use super::on_drop::OnDrop;
 use super::overload::{Overload, WaitLimits};
 use super::pace::Pace;
+use super::pressure::ShedClock;
 use super::permit::Admission;
 use super::priority::Priority;
 use crate::loom::sync::{AtomicUsize, Ordering};
@@ -45,6 +46,8 @@ pub(crate) struct Inner<T, O> {
     /// The units the memory budget in force allows, or [`NO_BUDGET`] for an
     /// explicit capacity: what capacity events report beside the capacity.
     pub(crate) budget_units: AtomicUsize,
+    /// The last shed's time: a signal of the gate's pressure.
+    pub(crate) shed_clock: ShedClock,
 }
 
 /// [`Inner::budget_units`] of an explicit capacity.
@@ -139,10 +142,12 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         if let Some(estimate) = estimate {
             event = event.with_estimated_wait(estimate);
         }
-        // Before the observer, which may panic: the rule sees every shed.
+        // Before the observer, which may panic: the rule and the pressure see
+        // every shed.
         if let Some(overload) = &self.overload {
             overload.saw_shed();
         }
+        self.shed_clock.saw_shed(self.timer.now());
         self.observer.on_shed(&event);
         GateError::Busy {
             retry_after,

@@ -45,6 +45,8 @@ mod overload;
 #[cfg(feature = "alloc")]
 mod pace;
 #[cfg(feature = "alloc")]
+mod pressure;
+#[cfg(feature = "alloc")]
 mod protocol;
 
 /// The constants [`crate::__model`] gives the reference models.
@@ -90,11 +92,13 @@ pub use lease::{Expire, Lease, LeaseError, Leases};
 #[cfg(feature = "alloc")]
 pub use lifecycle::{DrainTimeout, GateDrain};
 pub use observer::{
-    AdmitEvent, CapacityEvent, LeaseEnd, LeaseEndEvent, Observer, OverloadEvent, ReleaseEvent,
-    ShedEvent, ShedReason, StartEvent,
+    AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, Observer,
+    OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
 };
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;
+#[cfg(feature = "alloc")]
+pub use pressure::Pressure;
 pub use priority::Priority;
 pub use source::Source;
 #[doc(hidden)]

@@ -74,6 +74,15 @@ pub trait Observer: Send + Sync + 'static {
     fn on_lease_end(&self, event: &LeaseEndEvent) {
         let _ = event;
     }
+
+    /// A holder was cut by a progress rule: a request whose client stopped
+    /// sending its body, sent it too slowly, or stopped reading its response
+    /// (admit-tower's rule). Its units, if it held any, are released after the
+    /// handler's buffers are gone, with their own
+    /// [`on_release`](Self::on_release). Once per cut request.
+    fn on_cut(&self, event: &CutEvent) {
+        let _ = event;
+    }
 }
 
 /// [`Observer::on_start`]: the gate was built.
@@ -171,18 +180,23 @@ pub enum LeaseEnd {
     Expired,
     /// A drain ended it while idle (`Leases::drain`).
     Drained,
+    /// It outlived its maximum age (`Leases::max_age`), however recently it was
+    /// touched: ended as soon as nobody held it checked out.
+    Aged,
 }
 
 impl LeaseEnd {
     /// Every way, in declaration order.
-    pub const ALL: [LeaseEnd; 4] = [
+    pub const ALL: [LeaseEnd; 5] = [
         LeaseEnd::Finished,
         LeaseEnd::Cancelled,
         LeaseEnd::Expired,
         LeaseEnd::Drained,
+        LeaseEnd::Aged,
     ];
 
-    /// Its metric label value: `finished`, `cancelled`, `expired`, `drained`.
+    /// Its metric label value: `finished`, `cancelled`, `expired`, `drained`,
+    /// `aged`.
     #[must_use]
     pub const fn label(self) -> &'static str {
         match self {
@@ -190,6 +204,78 @@ impl LeaseEnd {
             Self::Cancelled => "cancelled",
             Self::Expired => "expired",
             Self::Drained => "drained",
+            Self::Aged => "aged",
+        }
+    }
+}
+
+/// [`Observer::on_cut`]: a progress rule cut a holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CutEvent {
+    /// The call site.
+    pub source: &'static str,
+    /// The units it held: 0 for a request that works on a lease (the lease
+    /// holds the units) or that was watched without units.
+    pub units: usize,
+    /// Which rule cut it.
+    pub reason: CutReason,
+    /// How long the rule had watched it (from the first read of its body, or
+    /// its response's first frame) when it was cut.
+    pub watched: Duration,
+}
+
+impl CutEvent {
+    /// A cut.
+    #[must_use]
+    pub const fn new(
+        source: &'static str,
+        units: usize,
+        reason: CutReason,
+        watched: Duration,
+    ) -> Self {
+        Self {
+            source,
+            units,
+            reason,
+            watched,
+        }
+    }
+}
+
+/// Why a progress rule cut a holder: each cut has one reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CutReason {
+    /// Its request body delivered nothing for the idle limit while the handler
+    /// waited for it.
+    Idle,
+    /// Its request body delivered less than the minimum rate after the grace.
+    Rate,
+    /// Its client stopped reading the response for the idle limit.
+    Response,
+    /// The whole request outlived its deadline.
+    Deadline,
+}
+
+impl CutReason {
+    /// Every reason, for registering per-reason series up front.
+    pub const ALL: [CutReason; 4] = [
+        CutReason::Idle,
+        CutReason::Rate,
+        CutReason::Response,
+        CutReason::Deadline,
+    ];
+
+    /// A stable `snake_case` label: `"idle"`, `"rate"`, `"response"` or
+    /// `"deadline"`.
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Rate => "rate",
+            Self::Response => "response",
+            Self::Deadline => "deadline",
         }
     }
 }
@@ -468,5 +554,8 @@ impl<O: Observer + ?Sized> Observer for alloc::sync::Arc<O> {
     }
     fn on_lease_end(&self, event: &LeaseEndEvent) {
         (**self).on_lease_end(event);
+    }
+    fn on_cut(&self, event: &CutEvent) {
+        (**self).on_cut(event);
     }
 }
