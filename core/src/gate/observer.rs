@@ -254,28 +254,19 @@ pub enum CutReason {
     Rate,
     /// Its client stopped reading the response for the idle limit.
     Response,
-    /// The whole request outlived its deadline.
-    Deadline,
 }
 
 impl CutReason {
     /// Every reason, for registering per-reason series up front.
-    pub const ALL: [CutReason; 4] = [
-        CutReason::Idle,
-        CutReason::Rate,
-        CutReason::Response,
-        CutReason::Deadline,
-    ];
+    pub const ALL: [CutReason; 3] = [CutReason::Idle, CutReason::Rate, CutReason::Response];
 
-    /// A stable `snake_case` label: `"idle"`, `"rate"`, `"response"` or
-    /// `"deadline"`.
+    /// A stable `snake_case` label: `"idle"`, `"rate"` or `"response"`.
     #[must_use]
     pub const fn label(self) -> &'static str {
         match self {
             Self::Idle => "idle",
             Self::Rate => "rate",
             Self::Response => "response",
-            Self::Deadline => "deadline",
         }
     }
 }
