@@ -5,8 +5,8 @@ use core::time::Duration;
 use std::sync::OnceLock;
 
 use admit::{
-    AdmitEvent, CapacityEvent, LeaseEnd, LeaseEndEvent, OverloadEvent, Priority, ReleaseEvent,
-    ShedEvent, ShedReason, StartEvent,
+    AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, OverloadEvent,
+    Priority, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
 };
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
@@ -104,6 +104,8 @@ impl Drop for MetricsObserver {
 
 /// The number of shed reasons counted apart: [`ShedReason::ALL`].
 const REASONS: usize = ShedReason::ALL.len();
+/// The number of cut reasons counted apart: [`CutReason::ALL`].
+const CUT_REASONS: usize = CutReason::ALL.len();
 /// The number of priority classes counted apart: [`Priority::ALL`].
 const PRIORITIES: usize = Priority::ALL.len();
 
@@ -117,7 +119,7 @@ fn priority_index(priority: Priority) -> usize {
 
 /// A count slot once its count was handed over: events then go to the handles.
 const IN_USE_HANDED_OVER: isize = isize::MIN;
-/// A shed slot once its count was handed over.
+/// A shed (or cut) slot once its count was handed over.
 const SHEDS_HANDED_OVER: u64 = u64::MAX;
 
 /// What the observer knows from `on_start` and counts itself while no handles are
@@ -144,6 +146,8 @@ struct State {
     in_use: AtomicIsize,
     /// Sheds at `slot(source, reason)`, or [`SHEDS_HANDED_OVER`].
     sheds: Box<[AtomicU64]>,
+    /// Cuts at `cut_slot(source, reason)`, or [`SHEDS_HANDED_OVER`].
+    cuts: Box<[AtomicU64]>,
 }
 
 /// Where [`State::count`] put an event.
@@ -153,7 +157,7 @@ enum Counted {
     Pending,
     /// The count was already handed over: the event goes to the handles.
     HandedOver,
-    /// A shed of a label or reason outside the known set: it has no slot.
+    /// A shed or cut of a label or reason outside the known set: it has no slot.
     NoSlot,
 }
 
@@ -202,6 +206,9 @@ impl State {
             sheds: (0..sources.len() * REASONS * PRIORITIES)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
+            cuts: (0..sources.len() * CUT_REASONS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }
     }
 
@@ -212,6 +219,14 @@ impl State {
         let source = self.sources.iter().position(|&label| label == source)?;
         let reason = ShedReason::ALL.iter().position(|&r| r == reason)?;
         Some((source * REASONS + reason) * PRIORITIES + priority_index(priority))
+    }
+
+    /// The index of `(source, reason)` in `cuts` and in `Handles::cuts_total`, if
+    /// both are known, as for [`slot`](Self::slot).
+    fn cut_slot(&self, source: &'static str, reason: CutReason) -> Option<usize> {
+        let source = self.sources.iter().position(|&label| label == source)?;
+        let reason = CutReason::ALL.iter().position(|&r| r == reason)?;
+        Some(source * CUT_REASONS + reason)
     }
 
     /// Counts `event`, unless its count was handed over already.
@@ -228,11 +243,13 @@ impl State {
                 let Some(slot) = self.slot(source, reason, priority) else {
                     return Counted::NoSlot;
                 };
-                self.sheds[slot]
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                        (n != SHEDS_HANDED_OVER).then(|| n + 1)
-                    })
-                    .is_ok()
+                increment_unless_handed_over(&self.sheds[slot])
+            }
+            Event::Cut { source, reason } => {
+                let Some(slot) = self.cut_slot(source, reason) else {
+                    return Counted::NoSlot;
+                };
+                increment_unless_handed_over(&self.cuts[slot])
             }
         };
         if added {
@@ -249,10 +266,12 @@ impl State {
         if in_use != IN_USE_HANDED_OVER && in_use != 0 {
             handles.units_in_use.increment(in_use as f64);
         }
-        for (pending, counter) in self.sheds.iter().zip(handles.shed_total.iter()) {
-            let sheds = pending.swap(SHEDS_HANDED_OVER, Ordering::AcqRel);
-            if sheds != SHEDS_HANDED_OVER && sheds != 0 {
-                counter.increment(sheds);
+        let sheds = self.sheds.iter().zip(handles.shed_total.iter());
+        let cuts = self.cuts.iter().zip(handles.cuts_total.iter());
+        for (pending, counter) in sheds.chain(cuts) {
+            let count = pending.swap(SHEDS_HANDED_OVER, Ordering::AcqRel);
+            if count != SHEDS_HANDED_OVER && count != 0 {
+                counter.increment(count);
             }
         }
     }
@@ -297,6 +316,16 @@ fn add_unless_handed_over(count: &AtomicIsize, delta: isize) -> bool {
         .is_ok()
 }
 
+/// Adds 1 to a shed or cut `count` unless it holds [`SHEDS_HANDED_OVER`];
+/// `false` if it did.
+fn increment_unless_handed_over(count: &AtomicU64) -> bool {
+    count
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n != SHEDS_HANDED_OVER).then(|| n + 1)
+        })
+        .is_ok()
+}
+
 /// The overloaded gauge's value for a state: 1 or 0.
 fn gauge_value(overloaded: bool) -> f64 {
     if overloaded {
@@ -328,6 +357,10 @@ enum Event {
         reason: ShedReason,
         priority: Priority,
     },
+    Cut {
+        source: &'static str,
+        reason: CutReason,
+    },
 }
 
 /// Whether a real recorder is in force on this thread: local, or global. The
@@ -348,6 +381,7 @@ struct Names {
     overloaded: SharedString,
     leases_ended_total: SharedString,
     lease_hold_seconds: SharedString,
+    cuts_total: SharedString,
 }
 
 /// Handles resolved against the first real recorder in force.
@@ -366,6 +400,8 @@ struct Handles {
     leases_ended_total: Box<[Counter]>,
     /// One per way, in [`LeaseEnd::ALL`]'s order.
     lease_hold_seconds: [Histogram; LEASE_ENDS],
+    /// One counter per source × cut reason, at `State::cut_slot`.
+    cuts_total: Box<[Counter]>,
 }
 
 /// The ways a lease ends, counted apart: [`LeaseEnd::ALL`].
@@ -379,9 +415,9 @@ fn lease_end_index(how: LeaseEnd) -> usize {
         .expect("every way is in ALL")
 }
 
-/// The label key of the shed counter's call site.
+/// The label key of a call site (sheds, lease ends, cuts).
 const SOURCE_LABEL: &str = "source";
-/// The label key of the shed counter's reason.
+/// The label key of a shed's or a cut's reason.
 const REASON_LABEL: &str = "reason";
 /// The label key of a request's priority class (sheds and waits).
 const PRIORITY_LABEL: &str = "priority";
@@ -390,8 +426,10 @@ const HOW_LABEL: &str = "how";
 
 impl MetricsObserver {
     /// An observer whose metrics are named `<prefix>_units_in_use`,
-    /// `<prefix>_capacity_units`, `<prefix>_capacity_over_budget_units`, `<prefix>_hold_seconds`, `<prefix>_wait_seconds`,
-    /// `<prefix>_shed_total` and `<prefix>_overloaded`.
+    /// `<prefix>_capacity_units`, `<prefix>_capacity_over_budget_units`,
+    /// `<prefix>_hold_seconds`, `<prefix>_wait_seconds`, `<prefix>_shed_total`,
+    /// `<prefix>_leases_ended_total`, `<prefix>_lease_hold_seconds`,
+    /// `<prefix>_cuts_total` and `<prefix>_overloaded`.
     ///
     /// The prefix should be `snake_case`, naming what the gate admits (e.g.
     /// `upload_sessions`), and be the gate's own: a second live observer of the
@@ -412,6 +450,7 @@ impl MetricsObserver {
             overloaded: name("overloaded"),
             leases_ended_total: name("leases_ended_total"),
             lease_hold_seconds: name("lease_hold_seconds"),
+            cuts_total: name("cuts_total"),
         };
         Self {
             prefix,
@@ -480,12 +519,20 @@ impl MetricsObserver {
             Unit::Count,
             "Leases (sessions that span requests) ended, per call site and by how: \
              finished, cancelled, expired (idle past the limit: a client that went \
-             away), drained."
+             away), drained, aged (past the maximum age, however recently touched)."
         );
         metrics::describe_histogram!(
             n.lease_hold_seconds.clone(),
             Unit::Seconds,
             "How long a lease's units were held, observed at its end, by how it ended."
+        );
+        metrics::describe_counter!(
+            n.cuts_total.clone(),
+            Unit::Count,
+            "Requests cut by a progress rule, per call site and reason (idle: its body \
+             delivered nothing for the idle limit; rate: its body came slower than the \
+             minimum rate after the grace; response: its client stopped reading the \
+             response for the idle limit)."
         );
     }
 
@@ -501,6 +548,15 @@ impl MetricsObserver {
             SOURCE_LABEL => source,
             REASON_LABEL => reason.label(),
             PRIORITY_LABEL => priority.label()
+        )
+    }
+
+    /// The cut counter of `(source, reason)` in the recorder in force.
+    fn cut_counter(&self, source: &'static str, reason: CutReason) -> Counter {
+        metrics::counter!(
+            self.names.cuts_total.clone(),
+            SOURCE_LABEL => source,
+            REASON_LABEL => reason.label()
         )
     }
 
@@ -563,6 +619,11 @@ impl MetricsObserver {
             }
         }
         self.register_lease_series(state);
+        for &source in state.sources.iter() {
+            for reason in CutReason::ALL {
+                self.cut_counter(source, reason).absolute(0);
+            }
+        }
     }
 
     /// Resolves the handles against the recorder in force (the first thread to get
@@ -593,14 +654,21 @@ impl MetricsObserver {
                 .flat_map(|&source| LeaseEnd::ALL.map(|how| self.lease_counter(source, how)))
                 .collect(),
             lease_hold_seconds: LeaseEnd::ALL.map(|how| self.lease_hold_histogram(how)),
+            cuts_total: state
+                .sources
+                .iter()
+                .flat_map(|&source| CutReason::ALL.map(|reason| self.cut_counter(source, reason)))
+                .collect(),
         };
         // Every series exists from now on: the gauge at 0 until the hand-over adds
-        // the units counted so far, every counter at 0 until its sheds are added.
+        // the units counted so far, every counter at 0 until its sheds (cuts) are
+        // added.
         resolved.units_in_use.increment(0.0);
         for counter in resolved
             .shed_total
             .iter()
             .chain(&resolved.leases_ended_total)
+            .chain(&resolved.cuts_total)
         {
             counter.absolute(0);
         }
@@ -646,7 +714,7 @@ impl MetricsObserver {
                     waited, priority, ..
                 } => handles.wait_seconds[priority_index(priority)].record(waited.as_secs_f64()),
                 Event::Release { held, .. } => handles.hold_seconds.record(held.as_secs_f64()),
-                Event::Shed { .. } => {}
+                Event::Shed { .. } | Event::Cut { .. } => {}
             },
             Counted::HandedOver | Counted::NoSlot => self.apply(handles, event),
         }
@@ -673,6 +741,7 @@ impl MetricsObserver {
                 reason,
                 priority,
             } => self.shed_counter(source, reason, priority).increment(1),
+            Event::Cut { source, reason } => self.cut_counter(source, reason).increment(1),
         }
     }
 
@@ -704,6 +773,13 @@ impl MetricsObserver {
                     Some(slot) => h.shed_total[slot].increment(1),
                     // A label the source type did not list at start: still counted.
                     None => self.shed_counter(source, reason, priority).increment(1),
+                }
+            }
+            Event::Cut { source, reason } => {
+                match self.state.get().and_then(|s| s.cut_slot(source, reason)) {
+                    Some(slot) => h.cuts_total[slot].increment(1),
+                    // A label the source type did not list at start: still counted.
+                    None => self.cut_counter(source, reason).increment(1),
                 }
             }
         }
@@ -772,6 +848,15 @@ impl admit::Observer for MetricsObserver {
             source: event.source,
             reason: event.reason,
             priority: event.priority,
+        });
+    }
+
+    /// Counted as a shed is: on the handles, or, before any recorder, in the
+    /// observer's own count that a late recorder is caught up with.
+    fn on_cut(&self, event: &CutEvent) {
+        self.event(Event::Cut {
+            source: event.source,
+            reason: event.reason,
         });
     }
 

@@ -106,3 +106,59 @@ fn a_lease_ending_outside_the_recorder_scope_reaches_the_gates_recorder() {
         Some(&DebugValue::Counter(1))
     );
 }
+
+/// Every way a lease ends, `aged` among them (a lease past `Leases`' maximum
+/// age), is registered at 0 for every source, and an aged end is counted and
+/// its hold observed under `how="aged"` only.
+#[test]
+fn every_way_is_registered_and_an_aged_end_is_counted_under_aged() {
+    use admit::{LeaseEnd, LeaseEndEvent, Observer, StartEvent};
+
+    const SOURCES: &[&str] = &["upload", "mirror"];
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let observer = MetricsObserver::new("s");
+    metrics::with_local_recorder(&recorder, || {
+        observer.on_start(&StartEvent::new(4, SOURCES));
+    });
+    // After the recorder's scope: on the handles resolved at start.
+    observer.on_lease_end(&LeaseEndEvent::new(
+        "upload",
+        2,
+        Duration::from_secs(600),
+        LeaseEnd::Aged,
+    ));
+    let m = read(&snapshotter);
+    let counters: BTreeMap<&str, u64> = m
+        .iter()
+        .filter(|((name, _), _)| name == "s_leases_ended_total")
+        .map(|((_, labels), value)| match value {
+            DebugValue::Counter(n) => (labels.as_str(), *n),
+            other => panic!("{labels}: {other:?}"),
+        })
+        .collect();
+    assert_eq!(counters.len(), SOURCES.len() * LeaseEnd::ALL.len());
+    assert!(LeaseEnd::ALL.contains(&LeaseEnd::Aged));
+    for source in SOURCES {
+        for how in LeaseEnd::ALL {
+            let labels = format!("source={source},how={}", how.label());
+            let want = u64::from(*source == "upload" && how == LeaseEnd::Aged);
+            assert_eq!(counters.get(labels.as_str()), Some(&want), "{labels}");
+        }
+    }
+    for how in LeaseEnd::ALL {
+        let key = (
+            "s_lease_hold_seconds".to_owned(),
+            format!("how={}", how.label()),
+        );
+        let Some(DebugValue::Histogram(v)) = m.get(&key) else {
+            panic!("{key:?}: {:?}", m.get(&key));
+        };
+        let held: Vec<f64> = v.iter().map(|x| x.into_inner()).collect();
+        if how == LeaseEnd::Aged {
+            assert_eq!(held, [600.0]);
+        } else {
+            assert!(held.is_empty(), "{key:?}: {held:?}");
+        }
+    }
+}
