@@ -99,18 +99,14 @@ struct Handler {
 }
 
 impl Handler {
-    fn service(
+    fn service<B: Send + 'static>(
         &self,
-    ) -> impl Service<
-        Request<Full<Bytes>>,
-        Response = Response<Full<Bytes>>,
-        Error = Infallible,
-        Future: Send,
-    > + Clone
+    ) -> impl Service<Request<B>, Response = Response<Full<Bytes>>, Error = Infallible, Future: Send>
+           + Clone
            + Send
            + 'static {
         let this = self.clone();
-        tower::service_fn(move |request: Request<Full<Bytes>>| {
+        tower::service_fn(move |request: Request<B>| {
             let this = this.clone();
             async move {
                 let units = units(route_of(request.uri().path()));

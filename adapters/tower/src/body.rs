@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::permit::Hold;
+use crate::progress::{self, BodyCut, Watch};
 use crate::reject::ClientGone;
 use crate::BoxError;
 
@@ -26,6 +28,8 @@ pin_project! {
         #[pin]
         kind: Kind<B>,
         hold: Hold,
+        // Whether the progress rule's watch of the response runs.
+        watching: bool,
     }
 }
 
@@ -43,6 +47,7 @@ impl<B> AdmitBody<B> {
         Self {
             kind: Kind::Inner { body },
             hold,
+            watching: false,
         }
     }
 
@@ -52,6 +57,7 @@ impl<B> AdmitBody<B> {
                 data: (!data.is_empty()).then_some(data),
             },
             hold: Hold::none(),
+            watching: false,
         }
     }
 
@@ -61,6 +67,7 @@ impl<B> AdmitBody<B> {
         Self {
             kind: Kind::Gone { reported: false },
             hold: Hold::none(),
+            watching: false,
         }
     }
 
@@ -74,6 +81,7 @@ impl<B> AdmitBody<B> {
         AdmitBody {
             kind,
             hold: self.hold,
+            watching: false,
         }
     }
 
@@ -99,19 +107,27 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
         match this.kind.project() {
-            KindProj::Inner { body } => match body.poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
-                Poll::Ready(Some(Err(e))) => {
-                    this.hold.release();
-                    Poll::Ready(Some(Err(e.into())))
+            KindProj::Inner { mut body } => {
+                if let Some(reason) = this.hold.watch().and_then(Watch::cut_reason) {
+                    // Hyper ends the stream and drops the body, the units with it.
+                    return Poll::Ready(Some(Err(Box::new(BodyCut::new(reason)))));
                 }
-                Poll::Ready(None) => {
-                    // The last frame is out: the session is over.
-                    this.hold.release();
-                    Poll::Ready(None)
+                let polled = body.as_mut().poll_frame(cx);
+                watch_response(this.hold, this.watching, &polled, &*body);
+                match polled {
+                    Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                    Poll::Ready(Some(Err(e))) => {
+                        this.hold.release();
+                        Poll::Ready(Some(Err(e.into())))
+                    }
+                    Poll::Ready(None) => {
+                        // The last frame is out: the session is over.
+                        this.hold.release();
+                        Poll::Ready(None)
+                    }
+                    Poll::Pending => Poll::Pending,
                 }
-                Poll::Pending => Poll::Pending,
-            },
+            }
             KindProj::Full { data } => {
                 Poll::Ready(data.take().map(|d| Ok(Frame::data(B::Data::from(d)))))
             }
@@ -142,6 +158,38 @@ where
             }
             Kind::Gone { .. } => SizeHint::default(),
         }
+    }
+}
+
+/// The progress rule's part in one read of a response body: a frame with more
+/// to follow starts the watch of the response (once) and dates the frame hyper
+/// now holds; a read the handler's body left pending says the client is not
+/// the one late.
+fn watch_response<B: Body>(
+    hold: &Hold,
+    watching: &mut bool,
+    polled: &Poll<Option<Result<Frame<B::Data>, B::Error>>>,
+    body: &B,
+) {
+    match polled {
+        Poll::Ready(Some(Ok(_))) if !body.is_end_stream() => {
+            let (Some(slot), Some(watch)) = (hold.slot(), hold.watch()) else {
+                return;
+            };
+            watch.response_handed();
+            if !*watching && hold.is_held() {
+                *watching = true;
+                let _ = watch
+                    .gate
+                    .spawn(Box::new(progress::watch_response(Arc::clone(slot))));
+            }
+        }
+        Poll::Pending if *watching => {
+            if let Some(watch) = hold.watch() {
+                watch.response_busy();
+            }
+        }
+        _ => {}
     }
 }
 

@@ -54,8 +54,21 @@ pub enum Decision<S> {
     /// anything cheap that must answer while the gate is full.
     ///
     /// A bypassed request carries no [`AdmitPermit`](crate::AdmitPermit): a handler
-    /// that serves it takes the permit as an `Option` (see there).
+    /// that serves it takes the permit as an `Option` (see there). The progress
+    /// rule does not watch it.
     Bypass,
+    /// Call the inner service at once, holding no units, but watch its progress
+    /// as an admitted request's ([`ProgressRule`](crate::ProgressRule)): for a
+    /// request whose body fills memory held by units elsewhere, such as a `PATCH`
+    /// that appends to an upload session whose [lease](admit::Leases) holds the
+    /// unit. A cut is counted for `source`.
+    ///
+    /// Built with [`Decision::watch`].
+    #[non_exhaustive]
+    Watch {
+        /// The call site, for the gate's metrics.
+        source: S,
+    },
 }
 
 impl<S> Decision<S> {
@@ -75,8 +88,14 @@ impl<S> Decision<S> {
         }
     }
 
-    /// The same decision with the request's priority class (a `Bypass` is left
-    /// as it is: it waits for nothing). A resumed upload outranks a new one:
+    /// [`Decision::Watch`] for `source`: no units, the progress rule on.
+    #[must_use]
+    pub const fn watch(source: S) -> Self {
+        Self::Watch { source }
+    }
+
+    /// The same decision with the request's priority class (a `Bypass` or a
+    /// `Watch` is left as it is: it waits for nothing). A resumed upload outranks a new one:
     ///
     /// ```
     /// use admit::Priority;
@@ -104,7 +123,7 @@ impl<S> Decision<S> {
                 source,
                 priority: Some(class),
             },
-            Self::Bypass => Self::Bypass,
+            other => other,
         }
     }
 }

@@ -6,18 +6,22 @@ mod decision;
 #[cfg(feature = "tokio")]
 mod peer;
 mod permit;
+pub mod progress;
 mod reject;
 mod service;
 mod signal;
+mod watched;
 
 pub use body::AdmitBody;
 pub use decision::Decision;
 #[cfg(feature = "tokio")]
 pub use peer::{PeerWatch, PeerWatchFuture, PeerWatchLayer, PeerWatchService};
 pub use permit::AdmitPermit;
+pub use progress::{BodyCut, ProgressRule};
 pub use reject::{default_response, ClientGone, Rejection, CLIENT_CLOSED_REQUEST};
 pub use service::{Admit, AdmitLayer, ResponseFuture};
 pub use signal::{HangUp, WaitCeiling};
+pub use watched::WatchedBody;
 
 /// The error type of [`AdmitBody`] (and of `PeerWatchService`, feature `tokio`).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -41,14 +45,14 @@ const _: fn() = || {
 
     #[derive(Clone)]
     struct Svc;
-    impl tower_service::Service<Request<String>> for Svc {
+    impl tower_service::Service<Request<WatchedBody<String>>> for Svc {
         type Response = Response<String>;
         type Error = Infallible;
         type Future = Ready<Result<Response<String>, Infallible>>;
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
             Poll::Ready(Ok(()))
         }
-        fn call(&mut self, _: Request<String>) -> Self::Future {
+        fn call(&mut self, _: Request<WatchedBody<String>>) -> Self::Future {
             std::future::ready(Ok(Response::new(String::new())))
         }
     }
@@ -57,6 +61,9 @@ const _: fn() = || {
     check::<Admit<Svc, Route, Decide>>();
     check_send::<ResponseFuture<Svc, String, Route, Decide>>();
     check::<AdmitBody<String>>();
+    check::<BodyCut>();
+    check::<ProgressRule>();
+    check_send::<WatchedBody<String>>();
     check::<AdmitPermit<Route>>();
     check::<Decision<Route>>();
     check::<Rejection>();

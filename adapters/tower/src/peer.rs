@@ -113,11 +113,23 @@ impl PeerWatch {
         }
     }
 
-    /// The runtime-agnostic signal the layer waits on.
+    /// The runtime-agnostic signal the layer waits on, with [`abort`](Self::abort)
+    /// as its way to abort the connection.
     #[must_use]
     pub fn hang_up(&self) -> HangUp {
         let watch = self.clone();
-        HangUp::new(move || watch.gone())
+        let abort = self.clone();
+        HangUp::new(move || watch.gone()).with_abort(move || abort.abort())
+    }
+
+    /// Shuts the connection down both ways: hyper's next write or read on it
+    /// fails, and hyper drops the connection. What the progress rule does to a
+    /// response whose client stopped reading. Nothing, if the socket is not
+    /// watched.
+    pub fn abort(&self) {
+        if let Some(socket) = &self.socket {
+            let _ = socket2::SockRef::from(&**socket).shutdown(std::net::Shutdown::Both);
+        }
     }
 
     /// A layer for one hyper-util connection's service: puts this watch's

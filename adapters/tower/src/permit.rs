@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use admit::{GatePermit, Source};
 
+use crate::progress::Watch;
+
 /// The units an admitted request holds, reachable from the handler through a
 /// request extension (`Extension<AdmitPermit<Route>>` in axum,
 /// `request.extensions().get::<AdmitPermit<Route>>()` elsewhere).
@@ -51,18 +53,34 @@ pub struct AdmitPermit<S: Source> {
     slot: Arc<Slot<S>>,
 }
 
+/// One request's units and its progress rule's state: what the handler's
+/// [`AdmitPermit`], the request body, the response future and the response body
+/// share.
 pub(crate) struct Slot<S: Source> {
     permit: Mutex<Option<GatePermit<S>>>,
     units: usize,
     source: S,
+    /// The progress rule's state, if the request is watched.
+    watch: Option<Watch>,
 }
 
 impl<S: Source> Slot<S> {
-    pub(crate) fn new(permit: GatePermit<S>) -> Arc<Self> {
+    pub(crate) fn new(permit: GatePermit<S>, watch: Option<Watch>) -> Arc<Self> {
         Arc::new(Self {
             units: permit.units(),
             source: permit.source(),
             permit: Mutex::new(Some(permit)),
+            watch,
+        })
+    }
+
+    /// A slot with no units, for a request watched on units held elsewhere.
+    pub(crate) fn watch_only(source: S, watch: Watch) -> Arc<Self> {
+        Arc::new(Self {
+            units: 0,
+            source,
+            permit: Mutex::new(None),
+            watch: Some(watch),
         })
     }
 
@@ -84,6 +102,9 @@ pub(crate) trait Release: Send + Sync {
 
     /// Whether the slot still holds the units.
     fn is_held(&self) -> bool;
+
+    /// The progress rule's state, if the request is watched.
+    fn watch(&self) -> Option<&Watch>;
 }
 
 impl<S: Source> Release for Slot<S> {
@@ -94,6 +115,10 @@ impl<S: Source> Release for Slot<S> {
 
     fn is_held(&self) -> bool {
         self.lock().is_some()
+    }
+
+    fn watch(&self) -> Option<&Watch> {
+        self.watch.as_ref()
     }
 }
 
@@ -108,6 +133,16 @@ impl Hold {
 
     pub(crate) const fn none() -> Self {
         Self(None)
+    }
+
+    /// The slot it refers to, until released.
+    pub(crate) fn slot(&self) -> Option<&Arc<dyn Release>> {
+        self.0.as_ref()
+    }
+
+    /// The progress rule's state of its request, if watched (until released).
+    pub(crate) fn watch(&self) -> Option<&Watch> {
+        self.0.as_ref().and_then(|slot| slot.watch())
     }
 
     /// Whether the slot it refers to still holds units.

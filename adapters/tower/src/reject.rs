@@ -55,6 +55,24 @@ pub fn default_response(error: &GateError) -> Option<Response<Bytes>> {
     Some(response)
 }
 
+/// The answer to a request the progress rule cut before a response started:
+/// `408 Request Timeout` with `Connection: close` (the rest of the body will not
+/// be read), the reason in the body.
+pub(crate) fn cut_response(reason: admit::CutReason) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(format!("{}\n", crate::BodyCut::new(reason))));
+    *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 /// A client hung up while its request was parked: nothing is to be written.
 ///
 /// Used three ways: as the error of the body of the response that stands for

@@ -18,8 +18,10 @@ use tower_service::Service;
 
 use crate::body::AdmitBody;
 use crate::permit::{AdmitPermit, Hold, Slot};
-use crate::reject::{default_response, gone_parts};
+use crate::progress::{BoxSleep, GateClock, ProgressRule, Watch};
+use crate::reject::{cut_response, default_response, gone_parts};
 use crate::signal::{HangUp, WaitCeiling};
+use crate::watched::WatchedBody;
 use crate::Decision;
 
 type BoxAcquire<S> = Pin<Box<dyn Future<Output = Result<GatePermit<S>, GateError>> + Send>>;
@@ -72,6 +74,10 @@ type RejectFn = dyn Fn(&GateError, &Parts) -> Response<Bytes> + Send + Sync;
 /// What every clone of the layer and its services share.
 struct Shared<S: Source, D> {
     gate: Box<dyn DynGate<S>>,
+    /// The same gate, for the progress rule of each watched request.
+    clock: Arc<dyn GateClock>,
+    /// The progress rule, unless turned off.
+    progress: Option<ProgressRule>,
     decide: D,
     reject: Option<Box<RejectFn>>,
     /// Set by the first HTTP/1 request that reaches the gate with no hang-up watch
@@ -81,6 +87,18 @@ struct Shared<S: Source, D> {
 }
 
 impl<S: Source, D> Shared<S, D> {
+    /// The progress rule's state for a request of `units` for `source`, if on.
+    fn watch(&self, source: S, units: usize, hang_up: Option<HangUp>) -> Option<Watch> {
+        let rule = self.progress?;
+        Some(Watch::new(
+            Arc::clone(&self.clock),
+            rule,
+            source.label(),
+            units,
+            hang_up,
+        ))
+    }
+
     fn reject(&self, error: &GateError, head: &Parts) -> Option<Response<Bytes>> {
         match (error, &self.reject) {
             (GateError::Cancelled, _) => None,
@@ -165,7 +183,9 @@ where
     pub fn new<T: Timer, O: Observer>(gate: Gate<S, T, O>, decide: D) -> Self {
         Self {
             shared: Arc::new(Shared {
+                clock: Arc::new(gate.clone()),
                 gate: Box::new(gate),
+                progress: Some(ProgressRule::new()),
                 decide,
                 reject: None,
                 unwatched_warned: AtomicBool::new(false),
@@ -262,6 +282,38 @@ where
         self.shared.unwatched_warned.store(true, Ordering::Relaxed);
         self
     }
+
+    /// Sets the progress rule's limits (the default is [`ProgressRule::new`]):
+    /// see [Holders that stall](crate#holders-that-stall).
+    ///
+    /// # Panics
+    ///
+    /// If the layer was already cloned (set it right after [`new`](Self::new)).
+    #[must_use]
+    pub fn progress(mut self, rule: ProgressRule) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("AdmitLayer::progress must be called before the layer is cloned")
+            .progress = Some(rule);
+        self
+    }
+
+    /// Turns the progress rule off: a client that stops sending its body or
+    /// reading its response keeps its units until the server's own timeouts end
+    /// the connection. For a server whose every connection already has a body
+    /// and write timeout in front of the layer (tower-http's
+    /// `RequestBodyTimeoutLayer` covers the idle rule only: a byte a second
+    /// passes it).
+    ///
+    /// # Panics
+    ///
+    /// If the layer was already cloned.
+    #[must_use]
+    pub fn without_progress(mut self) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("AdmitLayer::without_progress must be called before the layer is cloned")
+            .progress = None;
+        self
+    }
 }
 
 impl<S: Source, D> Clone for AdmitLayer<S, D> {
@@ -277,6 +329,7 @@ impl<S: Source, D> fmt::Debug for AdmitLayer<S, D> {
         f.debug_struct("AdmitLayer")
             .field("gate", &DebugGate(&*self.shared.gate))
             .field("custom_reject", &self.shared.reject.is_some())
+            .field("progress", &self.shared.progress)
             .finish_non_exhaustive()
     }
 }
@@ -358,7 +411,7 @@ impl<Svc: fmt::Debug, S: Source, D> fmt::Debug for Admit<Svc, S, D> {
 
 impl<Svc, S, D, B, RB> Service<Request<B>> for Admit<Svc, S, D>
 where
-    Svc: Service<Request<B>, Response = Response<RB>> + Clone,
+    Svc: Service<Request<WatchedBody<B>>, Response = Response<RB>> + Clone,
     S: Source,
     D: Fn(&Parts) -> Decision<S> + Send + Sync + 'static,
 {
@@ -377,12 +430,16 @@ where
         let decision = (self.shared.decide)(&head);
         let request = Request::from_parts(head, body);
         match decision {
-            Decision::Bypass => ResponseFuture {
-                state: State::Calling {
-                    future: self.inner.call(request),
-                    hold: Some(Hold::none()),
-                },
-            },
+            Decision::Watch { source } => {
+                let watch = self.shared.watch(source, 0, hang_up(&request));
+                let Some(watch) = watch else {
+                    return self.call_now(request.map(WatchedBody::unwatched), Hold::none());
+                };
+                let slot = Slot::watch_only(source, watch);
+                let request = request.map(|body| WatchedBody::watched(body, slot.clone()));
+                self.call_now(request, Hold::new(slot))
+            }
+            Decision::Bypass => self.call_now(request.map(WatchedBody::unwatched), Hold::none()),
             Decision::Admit {
                 units,
                 source,
@@ -394,10 +451,10 @@ where
                     self.shared.warn_unwatched(request.version());
                 }
                 let priority = priority.unwrap_or_else(|| source.priority());
-                let acquire = self
-                    .shared
-                    .gate
-                    .acquire(units, source, priority, ceiling, hang_up);
+                let acquire =
+                    self.shared
+                        .gate
+                        .acquire(units, source, priority, ceiling, hang_up.clone());
                 // The ready service goes with the request; a clone stays for the next.
                 let ready = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, ready);
@@ -407,9 +464,30 @@ where
                         service: Some(ready),
                         request: Some(request),
                         shared: Arc::clone(&self.shared),
+                        hang_up,
                     },
                 }
             }
+        }
+    }
+}
+
+impl<Svc, S: Source, D> Admit<Svc, S, D> {
+    /// Calls the inner service at once, `hold` riding with the response.
+    fn call_now<B>(
+        &mut self,
+        request: Request<WatchedBody<B>>,
+        hold: Hold,
+    ) -> ResponseFuture<Svc, B, S, D>
+    where
+        Svc: Service<Request<WatchedBody<B>>>,
+    {
+        ResponseFuture {
+            state: State::Calling {
+                future: self.inner.call(request),
+                hold: Some(hold),
+                cut_bound: None,
+            },
         }
     }
 }
@@ -441,7 +519,7 @@ pin_project! {
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<Svc, B, S, D>
     where
-        Svc: Service<Request<B>>,
+        Svc: Service<Request<WatchedBody<B>>>,
         S: Source,
     {
         #[pin]
@@ -453,7 +531,7 @@ pin_project! {
     #[project = StateProj]
     enum State<Svc, B, S, D>
     where
-        Svc: Service<Request<B>>,
+        Svc: Service<Request<WatchedBody<B>>>,
         S: Source,
     {
         Admitting {
@@ -461,13 +539,18 @@ pin_project! {
             service: Option<Svc>,
             request: Option<Request<B>>,
             shared: Arc<Shared<S, D>>,
+            hang_up: Option<HangUp>,
         },
         Calling {
+            // Declared before the hold: on a cut, the handler's future (its
+            // buffers) is dropped before the units return.
             #[pin]
             future: Svc::Future,
             // Taken when the response is ready; dropped (units returned) if the
             // future is dropped first.
             hold: Option<Hold>,
+            // Once the request is cut: the end of the handler's time to answer.
+            cut_bound: Option<BoxSleep>,
         },
         Refused {
             response: Option<Response<AdmitBody<()>>>,
@@ -477,7 +560,7 @@ pin_project! {
 
 impl<Svc, B, S, D, RB> Future for ResponseFuture<Svc, B, S, D>
 where
-    Svc: Service<Request<B>, Response = Response<RB>>,
+    Svc: Service<Request<WatchedBody<B>>, Response = Response<RB>>,
     S: Source,
 {
     type Output = Result<Response<AdmitBody<RB>>, Svc::Error>;
@@ -491,22 +574,28 @@ where
                     service,
                     request,
                     shared,
+                    hang_up,
                 } => {
                     let outcome = match acquire.as_mut().poll(cx) {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(outcome) => outcome,
                     };
-                    let mut request = request.take().expect("polled after completion");
+                    let request = request.take().expect("polled after completion");
                     let mut service = service.take().expect("polled after completion");
                     let next = match outcome {
                         Ok(permit) => {
-                            let slot = Slot::new(permit);
+                            let watch =
+                                shared.watch(permit.source(), permit.units(), hang_up.take());
+                            let slot = Slot::new(permit, watch);
+                            let mut request =
+                                request.map(|body| WatchedBody::watched(body, slot.clone()));
                             request
                                 .extensions_mut()
                                 .insert(AdmitPermit::new(Arc::clone(&slot)));
                             State::Calling {
                                 future: service.call(request),
                                 hold: Some(Hold::new(slot)),
+                                cut_bound: None,
                             }
                         }
                         Err(error) => {
@@ -522,11 +611,39 @@ where
                     };
                     state.set(next);
                 }
-                StateProj::Calling { future, hold } => {
-                    let response = match future.poll(cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                        Poll::Ready(Ok(response)) => response,
+                StateProj::Calling {
+                    future,
+                    hold,
+                    cut_bound,
+                } => {
+                    let polled = future.poll(cx);
+                    let watch = hold.as_ref().and_then(Hold::watch);
+                    let cut = watch.and_then(Watch::cut_state);
+                    let response = match (polled, cut) {
+                        (Poll::Ready(Err(e)), _) => return Poll::Ready(Err(e)),
+                        (Poll::Ready(Ok(response)), None) => response,
+                        (Poll::Ready(Ok(response)), Some((reason, _))) => {
+                            // Cut: whatever the handler answered, the client is
+                            // told 408; its answer goes before the units.
+                            drop(response);
+                            drop(hold.take());
+                            state.set(cut_state(reason));
+                            continue;
+                        }
+                        (Poll::Pending, None) => return Poll::Pending,
+                        (Poll::Pending, Some((reason, at))) => {
+                            let watch = watch.expect("a cut has a watch");
+                            let bound = cut_bound.get_or_insert_with(|| {
+                                watch.gate.sleep_until(at + watch.rule.cut_bound)
+                            });
+                            if bound.as_mut().poll(cx).is_pending() {
+                                return Poll::Pending;
+                            }
+                            // The handler did not answer in time: its future goes
+                            // (declared before the hold), then the units.
+                            state.set(cut_state(reason));
+                            continue;
+                        }
                     };
                     let hold = hold.take().expect("polled after completion");
                     return Poll::Ready(Ok(response.map(|body| AdmitBody::inner(body, hold))));
@@ -540,9 +657,20 @@ where
     }
 }
 
+/// The answer to a cut request: `408`, the connection closed after it.
+fn cut_state<Svc, B, S, D>(reason: admit::CutReason) -> State<Svc, B, S, D>
+where
+    Svc: Service<Request<WatchedBody<B>>>,
+    S: Source,
+{
+    State::Refused {
+        response: Some(cut_response(reason).map(AdmitBody::full)),
+    }
+}
+
 impl<Svc, B, S, D> fmt::Debug for ResponseFuture<Svc, B, S, D>
 where
-    Svc: Service<Request<B>>,
+    Svc: Service<Request<WatchedBody<B>>>,
     S: Source,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -61,6 +61,7 @@ type BoxSignal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 #[derive(Clone)]
 pub struct HangUp {
     make: Arc<dyn Fn() -> BoxSignal + Send + Sync>,
+    abort: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl HangUp {
@@ -74,6 +75,27 @@ impl HangUp {
     {
         Self {
             make: Arc::new(move || Box::pin(make()) as BoxSignal),
+            abort: None,
+        }
+    }
+
+    /// The same signal, with a way to abort the connection: the progress rule
+    /// calls `abort` when it cuts a response whose client stopped reading, since
+    /// hyper, stuck writing to a full socket, would not notice the cut itself
+    /// (`PeerWatch` shuts its socket down).
+    #[must_use]
+    pub fn with_abort<F>(mut self, abort: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.abort = Some(Arc::new(abort));
+        self
+    }
+
+    /// Aborts the connection, if [`with_abort`](Self::with_abort) gave a way.
+    pub fn abort(&self) {
+        if let Some(abort) = &self.abort {
+            abort();
         }
     }
 

@@ -111,9 +111,11 @@ async fn hyper_util_server(gate: &TestGate) -> SocketAddr {
             let service = tower::ServiceBuilder::new()
                 .layer(watch.layer())
                 .layer(admit.clone())
-                .service_fn(|_request: Request<hyper::body::Incoming>| async {
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
-                });
+                .service_fn(
+                    |_request: Request<admit_tower::WatchedBody<hyper::body::Incoming>>| async {
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
+                    },
+                );
             tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
                 TokioIo::new(stream),
                 hyper_util::service::TowerToHyperService::new(service),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admit_tower::{
-    AdmitBody, AdmitLayer, AdmitPermit, ClientGone, Decision, HangUp, WaitCeiling,
+    AdmitBody, AdmitLayer, AdmitPermit, ClientGone, Decision, HangUp, WaitCeiling, WatchedBody,
     CLIENT_CLOSED_REQUEST,
 };
 use bytes::Bytes;
@@ -37,16 +37,12 @@ fn request(path: &str) -> Request<Full<Bytes>> {
 }
 
 /// An inner service that answers `ok` and counts its calls.
-fn ok_service(
+fn ok_service<B: Send + 'static>(
     calls: Arc<AtomicUsize>,
-) -> impl Service<
-    Request<Full<Bytes>>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future: Send,
-> + Clone
+) -> impl Service<Request<B>, Response = Response<Full<Bytes>>, Error = Infallible, Future: Send>
+       + Clone
        + Send {
-    tower::service_fn(move |_request: Request<Full<Bytes>>| {
+    tower::service_fn(move |_request: Request<B>| {
         calls.fetch_add(1, Ordering::SeqCst);
         async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok")))) }
     })
@@ -276,9 +272,11 @@ async fn dropping_the_future_while_parked_counts_nothing_and_after_admission_ret
     let (gate, counting) = gate(2, Duration::from_secs(600));
     let held = gate.acquire(2, Route::Mirror).await.unwrap();
     // An inner service that never answers: the handler is "working".
-    let service = layer(&gate).layer(tower::service_fn(|_request: Request<Full<Bytes>>| {
-        std::future::pending::<Result<Response<Full<Bytes>>, Infallible>>()
-    }));
+    let service = layer(&gate).layer(tower::service_fn(
+        |_request: Request<WatchedBody<Full<Bytes>>>| {
+            std::future::pending::<Result<Response<Full<Bytes>>, Infallible>>()
+        },
+    ));
 
     let parked = tokio::spawn(service.clone().oneshot(request("/mirror")));
     support::until("parked", || gate.waiters() == 1).await;
@@ -301,7 +299,7 @@ async fn a_streaming_body_holds_the_units_until_it_ends_or_is_dropped() {
     let senders = Arc::new(std::sync::Mutex::new(Vec::new()));
     let inner = {
         let senders = Arc::clone(&senders);
-        tower::service_fn(move |_request: Request<Full<Bytes>>| {
+        tower::service_fn(move |_request: Request<WatchedBody<Full<Bytes>>>| {
             let (tx, body) = Channel::<Bytes, Infallible>::new(1);
             senders.lock().unwrap().push(tx);
             async move { Ok::<_, Infallible>(Response::new(body)) }
@@ -334,7 +332,7 @@ async fn a_streaming_body_holds_the_units_until_it_ends_or_is_dropped() {
 #[tokio::test(start_paused = true)]
 async fn the_handler_reaches_the_permit_and_can_release_it_early() {
     let (gate, _) = gate(2, Duration::from_secs(5));
-    let inner = tower::service_fn(|request: Request<Full<Bytes>>| async move {
+    let inner = tower::service_fn(|request: Request<WatchedBody<Full<Bytes>>>| async move {
         let permit = request
             .extensions()
             .get::<AdmitPermit<Route>>()

@@ -107,7 +107,7 @@ async fn send(
     layer: &AdmitLayer<Route, fn(&Parts) -> Decision<Route>>,
     request: Request<Full<Bytes>>,
 ) {
-    let inner = tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let inner = tower::service_fn(|_: Request<admit_tower::WatchedBody<Full<Bytes>>>| async {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
     });
     let response = layer.layer(inner).oneshot(request).await.unwrap();

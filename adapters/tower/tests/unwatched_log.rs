@@ -39,7 +39,7 @@ async fn without_a_tracing_subscriber_the_warning_is_a_log_record() {
     log::set_max_level(log::LevelFilter::Warn);
     let (gate, _) = gate(2, Duration::from_secs(5));
     let layer = AdmitLayer::new(gate, |_: &Parts| Decision::admit(1, Route::Upload));
-    let inner = tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let inner = tower::service_fn(|_: Request<admit_tower::WatchedBody<Full<Bytes>>>| async {
         Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
     });
     let request = Request::post("/upload")
