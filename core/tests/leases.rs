@@ -2,7 +2,8 @@
 //! expires on time with no request arriving, one checked out does not; its
 //! value is dropped before its units return, however it ends; each end is
 //! counted once, an expiry racing a finish included; a drain ends idle leases
-//! by its grace; a value that panics in its drop loses no unit.
+//! by its grace; a maximum age ends a lease however recently it was touched,
+//! as soon as nobody holds it; a value that panics in its drop loses no unit.
 #![cfg(feature = "std")]
 
 mod support;
@@ -105,6 +106,13 @@ fn setup() -> Setup {
         ends,
         leases,
     }
+}
+
+/// As [`setup`], its leases with a maximum age of `age`.
+fn setup_aged(age: Duration) -> Setup {
+    let mut s = setup();
+    s.leases = s.leases.max_age(age);
+    s
 }
 
 impl Setup {
@@ -478,7 +486,7 @@ fn lease_ends_are_counted_by_a_counter_observer_once_each() {
 /// A seeded random run against a reference: opens (of 1 or 2 units), checkouts
 /// held across steps, returns, finishes, cancels, touches, time passing (the
 /// driver polled when woken), drains and drops of the table, on three gates'
-/// worth of ids. After every step the units in use equal the units of the
+/// worth of ids; two seeds in three with a maximum age. After every step the units in use equal the units of the
 /// model's live leases, each end is heard once with its way, and every
 /// request is answered as the model says; at the end every unit is back.
 #[test]
@@ -502,12 +510,37 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
         Ended(LeaseEnd),
     }
 
-    let runs = if cfg!(miri) { 2 } else { 200 };
+    /// The deadline of a lease idle from `now`, and how it ends there: the
+    /// soonest of its idle limit, its age and the drain's end; on a tie the
+    /// drain names it, then the age.
+    fn deadline_of(
+        now: Duration,
+        aged_at: Option<Duration>,
+        drain_by: Option<Duration>,
+    ) -> (Duration, LeaseEnd) {
+        let mut deadline = (now + IDLE, LeaseEnd::Expired);
+        if let Some(at) = aged_at.filter(|at| *at <= deadline.0) {
+            deadline = (at, LeaseEnd::Aged);
+        }
+        if let Some(by) = drain_by.filter(|by| *by <= deadline.0) {
+            deadline = (by, LeaseEnd::Drained);
+        }
+        deadline
+    }
+
+    let runs = if cfg!(miri) { 3 } else { 200 };
+    let mut aged_heard = 0;
     for seed in 1..=runs {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
-        let s = setup();
+        let mut s = setup();
+        let max_age = (seed % 3 != 0).then(|| Duration::from_secs(10 + rng.below(80)));
+        if let Some(age) = max_age {
+            s.leases = s.leases.max_age(age);
+        }
         let mut driver = Driver::new(&s.leases);
         let mut model: HashMap<String, (Model, usize)> = HashMap::new();
+        // Each id's age deadline, from its last insert.
+        let mut aged_at: HashMap<String, Option<Duration>> = HashMap::new();
         let mut out: HashMap<String, admit::Lease<String, Session, Src, ManualTimer, Arc<Ends>>> =
             HashMap::new();
         let mut drain_by: Option<Duration> = None;
@@ -533,10 +566,9 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
                         assert!(inserted.is_ok(), "step {step}: {id} is free");
                         opened += 1;
                         opened_units += units;
-                        let (deadline, how) = match drain_by {
-                            Some(by) if by <= now + IDLE => (by, LeaseEnd::Drained),
-                            _ => (now + IDLE, LeaseEnd::Expired),
-                        };
+                        let born_aged_at = max_age.map(|age| now + age);
+                        aged_at.insert(id.clone(), born_aged_at);
+                        let (deadline, how) = deadline_of(now, born_aged_at, drain_by);
                         if deadline <= now {
                             model.insert(id.clone(), (Model::Ended(how), units));
                         } else {
@@ -572,10 +604,7 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
                 3 => {
                     if let Some(lease) = out.remove(&id) {
                         let units = model[&id].1;
-                        let (deadline, how) = match drain_by {
-                            Some(by) if by <= now + IDLE => (by, LeaseEnd::Drained),
-                            _ => (now + IDLE, LeaseEnd::Expired),
-                        };
+                        let (deadline, how) = deadline_of(now, aged_at[&id], drain_by);
                         match rng.below(3) {
                             0 => {
                                 lease.finish();
@@ -606,10 +635,7 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
                             model.insert(id.clone(), (Model::Ended(how), units));
                         } else {
                             assert_eq!(got, Ok(()), "step {step}");
-                            let (deadline, how) = match drain_by {
-                                Some(by) if by <= now + IDLE => (by, LeaseEnd::Drained),
-                                _ => (now + IDLE, LeaseEnd::Expired),
-                            };
+                            let (deadline, how) = deadline_of(now, aged_at[&id], drain_by);
                             model.insert(id.clone(), (Model::Idle { deadline, how }, units));
                         }
                     }
@@ -678,7 +704,14 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
             opened,
             "seed {seed}: every lease ended once"
         );
+        let aged = ends.ends().iter().filter(|e| e.0 == LeaseEnd::Aged).count();
+        assert!(
+            max_age.is_some() || aged == 0,
+            "seed {seed}: no maximum age"
+        );
+        aged_heard += aged;
     }
+    assert!(aged_heard > 0, "the runs reached a maximum age");
 }
 
 #[test]
@@ -695,4 +728,235 @@ fn remember_ended_applies_to_every_clone_of_the_table() {
     );
     s.timer.advance(secs(1));
     assert_eq!(s.leases.checkout("a").unwrap_err(), LeaseError::Unknown);
+}
+
+#[test]
+fn a_lease_idle_past_its_maximum_age_ends_aged_with_no_request_arriving() {
+    let s = setup_aged(secs(20));
+    let mut driver = Driver::new(&s.leases);
+    s.open("a", 2);
+    assert!(driver.run_if_woken());
+    assert_eq!(
+        s.leases.idle_left("a"),
+        Ok(Some(secs(20))),
+        "the age comes before the idle limit"
+    );
+    s.timer.advance(secs(19));
+    assert!(!driver.run_if_woken(), "not due yet");
+    assert_eq!(s.gate.in_use(), 2);
+    s.timer.advance(secs(1));
+    assert!(driver.run_if_woken(), "the driver's sleep fired at the age");
+    assert_eq!(s.gate.in_use(), 0);
+    assert_eq!(s.ends.ends(), [(LeaseEnd::Aged, 2, secs(20))]);
+    assert_eq!(
+        s.leases.checkout("a").unwrap_err(),
+        LeaseError::Ended(LeaseEnd::Aged)
+    );
+    assert!(s.leases.is_empty());
+}
+
+#[test]
+fn touching_or_using_a_lease_renews_its_idle_clock_but_never_its_age() {
+    let s = setup_aged(secs(75));
+    let mut driver = Driver::new(&s.leases);
+    s.open("used", 1);
+    s.open("left", 1); // never touched: its idle limit still ends it first
+    s.timer.advance(secs(25));
+    s.leases.touch("used").unwrap();
+    driver.run_if_woken();
+    s.timer.advance(secs(5));
+    assert!(driver.run_if_woken());
+    assert_eq!(s.ends.ends(), [(LeaseEnd::Expired, 1, IDLE)]);
+    s.timer.advance(secs(20));
+    drop(s.leases.checkout("used").unwrap()); // t = 50: idle again, not younger
+    driver.run_if_woken();
+    assert_eq!(s.leases.idle_left("used"), Ok(Some(secs(25))));
+    s.timer.advance(secs(20));
+    s.leases.touch("used").unwrap(); // t = 70
+    driver.run_if_woken();
+    assert_eq!(s.leases.idle_left("used"), Ok(Some(secs(5))));
+    s.timer.advance(secs(4));
+    assert!(!driver.run_if_woken());
+    assert_eq!(s.gate.in_use(), 1);
+    s.timer.advance(secs(1));
+    assert!(driver.run_if_woken());
+    assert_eq!(s.gate.in_use(), 0);
+    assert_eq!(s.ends.ends()[1], (LeaseEnd::Aged, 1, secs(75)));
+}
+
+#[test]
+fn a_lease_checked_out_when_its_age_passes_ends_aged_as_it_is_checked_in() {
+    let s = setup_aged(secs(20));
+    let mut driver = Driver::new(&s.leases);
+    s.open("a", 1);
+    let patch = s.leases.checkout("a").unwrap();
+    s.timer.advance(secs(60));
+    driver.run_if_woken();
+    assert_eq!(s.gate.in_use(), 1, "in flight: not ended under its request");
+    assert!(s.ends.ends().is_empty());
+    assert_eq!(s.leases.checkout("a").unwrap_err(), LeaseError::InUse);
+    assert_eq!(s.leases.idle_left("a"), Ok(None));
+    drop(patch);
+    assert_eq!(s.gate.in_use(), 0);
+    assert_eq!(s.ends.ends(), [(LeaseEnd::Aged, 1, secs(60))]);
+    assert_eq!(
+        s.leases.checkout("a").unwrap_err(),
+        LeaseError::Ended(LeaseEnd::Aged)
+    );
+    driver.run_if_woken();
+    assert_eq!(s.ends.ends().len(), 1);
+}
+
+#[test]
+fn finishing_or_cancelling_a_lease_past_its_age_ends_it_as_its_request_says() {
+    let s = setup_aged(secs(20));
+    let mut driver = Driver::new(&s.leases);
+    s.open("put", 1);
+    s.open("delete", 1);
+    let put = s.leases.checkout("put").unwrap();
+    let delete = s.leases.checkout("delete").unwrap();
+    s.timer.advance(secs(30));
+    driver.run_if_woken();
+    put.finish();
+    delete.cancel();
+    driver.run_if_woken();
+    assert_eq!(s.gate.in_use(), 0);
+    assert_eq!(
+        s.ends.ends(),
+        [
+            (LeaseEnd::Finished, 1, secs(30)),
+            (LeaseEnd::Cancelled, 1, secs(30))
+        ]
+    );
+    assert_eq!(
+        s.leases.checkout("put").unwrap_err(),
+        LeaseError::Ended(LeaseEnd::Finished)
+    );
+}
+
+#[test]
+fn a_request_for_a_lease_past_its_age_ends_it_and_is_told_aged() {
+    // The driver is late (never run here): the requests end the leases.
+    let s = setup_aged(secs(20));
+    let mut driver = Driver::new(&s.leases);
+    s.open("a", 1);
+    s.open("b", 1);
+    s.timer.advance(secs(10));
+    s.leases.touch("a").unwrap();
+    s.leases.touch("b").unwrap();
+    s.timer.advance(secs(10));
+    assert_eq!(
+        s.leases.checkout("a").unwrap_err(),
+        LeaseError::Ended(LeaseEnd::Aged)
+    );
+    assert_eq!(
+        s.leases.touch("b").unwrap_err(),
+        LeaseError::Ended(LeaseEnd::Aged)
+    );
+    assert_eq!(s.gate.in_use(), 0);
+    driver.run_if_woken();
+    assert_eq!(
+        s.ends.ends(),
+        [(LeaseEnd::Aged, 1, secs(20)), (LeaseEnd::Aged, 1, secs(20))]
+    );
+}
+
+#[test]
+#[should_panic(expected = "Leases::max_age: the maximum age must be greater than zero")]
+fn a_zero_maximum_age_panics() {
+    let _ = setup().leases.max_age(Duration::ZERO);
+}
+
+#[test]
+fn a_maximum_age_applies_to_the_leases_inserted_from_then_on() {
+    let s = setup();
+    let mut driver = Driver::new(&s.leases);
+    assert_eq!(s.leases.age_limit(), None, "no maximum age by default");
+    s.open("before", 1);
+    let _same = s.leases.clone().max_age(secs(10));
+    assert_eq!(s.leases.age_limit(), Some(secs(10)), "every clone's");
+    s.open("after", 1);
+    s.timer.advance(secs(10));
+    assert!(driver.run_if_woken());
+    assert_eq!(s.ends.ends(), [(LeaseEnd::Aged, 1, secs(10))]);
+    s.timer.advance(IDLE - secs(10));
+    assert!(driver.run_if_woken());
+    assert_eq!(s.ends.ends()[1], (LeaseEnd::Expired, 1, IDLE));
+}
+
+#[test]
+fn an_aged_lease_is_heard_once_and_its_units_return_after_its_value_drops() {
+    let s = setup_aged(secs(20));
+    let mut driver = Driver::new(&s.leases);
+    s.open("idle", 2);
+    s.open("busy", 1);
+    let busy = s.leases.checkout("busy").unwrap();
+    s.timer.advance(secs(20));
+    assert!(driver.run_if_woken());
+    drop(busy);
+    // Asked again, by a request and by the driver: not heard again.
+    for id in ["idle", "busy"] {
+        assert_eq!(
+            s.leases.touch(id).unwrap_err(),
+            LeaseError::Ended(LeaseEnd::Aged)
+        );
+    }
+    s.timer.advance(IDLE);
+    driver.run_if_woken();
+    assert_eq!(s.gate.in_use(), 0);
+    assert_eq!(
+        s.ends.ends(),
+        [(LeaseEnd::Aged, 2, secs(20)), (LeaseEnd::Aged, 1, secs(20))]
+    );
+    assert_eq!(
+        s.ends.log(),
+        [
+            "value dropped, 3 in use",
+            "end aged",
+            "release 2",
+            "value dropped, 1 in use",
+            "end aged",
+            "release 1"
+        ]
+    );
+}
+
+#[test]
+fn a_drain_and_a_maximum_age_end_a_lease_by_whichever_comes_first() {
+    // Age 20; a drain at 5 with a grace of 30 ends idle leases by 35.
+    let s = setup_aged(secs(20));
+    let mut driver = Driver::new(&s.leases);
+    s.open("early", 1); // aged at 20, before the drain's end
+    s.open("early_out", 1);
+    let early_out = s.leases.checkout("early_out").unwrap();
+    s.timer.advance(secs(5));
+    s.leases.drain(secs(30));
+    driver.run_if_woken();
+    assert_eq!(s.leases.idle_left("early"), Ok(Some(secs(15))));
+    s.timer.advance(secs(10));
+    s.open("tie", 1); // aged at 35, as the drain ends: the drain names it
+    s.timer.advance(secs(5));
+    assert!(driver.run_if_woken());
+    assert_eq!(s.ends.ends(), [(LeaseEnd::Aged, 1, secs(20))]);
+    s.open("late", 1); // aged at 40, after the drain's end
+    s.open("late_out", 1);
+    let late_out = s.leases.checkout("late_out").unwrap();
+    assert_eq!(s.leases.idle_left("late"), Ok(Some(secs(15))));
+    s.timer.advance(secs(15));
+    assert!(driver.run_if_woken());
+    s.timer.advance(secs(5));
+    // Both checked in past both deadlines: the sooner one names the end.
+    drop(early_out); // aged at 20, drained by 35
+    drop(late_out); // drained by 35, aged at 40
+    assert_eq!(s.gate.in_use(), 0);
+    assert_eq!(
+        s.ends.ends(),
+        [
+            (LeaseEnd::Aged, 1, secs(20)),
+            (LeaseEnd::Drained, 1, secs(20)),
+            (LeaseEnd::Drained, 1, secs(15)),
+            (LeaseEnd::Aged, 1, secs(40)),
+            (LeaseEnd::Drained, 1, secs(20)),
+        ]
+    );
 }

@@ -1,6 +1,6 @@
 //! Leases: a gate's permits held across requests, keyed by session id, each
-//! with an idle limit (an upload session that opens with one request and ends
-//! with another, or never).
+//! with an idle limit and optionally a maximum age (an upload session that
+//! opens with one request and ends with another, or never).
 //!
 //! # Invariants
 //!
@@ -10,9 +10,16 @@
 //!   (neither; its id remembered with how it ended until `remember` passes).
 //!   Every change of state happens under the table's lock, so an expiry and a
 //!   finish that race are ordered there: exactly one ends the lease.
-//! - Only an idle lease expires, and one past its deadline is ended by whoever
-//!   looks first: the driver ([`Leases::expire`]) or a request for it. The
-//!   driver's lateness never lets a request use an expired lease.
+//! - An idle lease's deadline is the soonest of three, and names how it ends
+//!   there: its idle limit from when it last became idle (expired), its
+//!   maximum age from its insert (aged), the drain's end (drained); on a tie
+//!   the drain names it, then the age. A touch or a check-in restarts the
+//!   idle clock, never the age, and sets the deadline anew.
+//! - Only an idle lease ends by its deadline, and one past it is ended by
+//!   whoever looks first: the driver ([`Leases::expire`]) or a request for it.
+//!   The driver's lateness never lets a request use an ended lease. A lease
+//!   checked out past its age or the drain's end ends when it is checked in
+//!   (its deadline is already past), unless its request ends it first.
 //! - Every end runs [`end`]: the value is dropped, then the observer hears
 //!   [`Observer::on_lease_end`], then the permit is dropped (its units return).
 //!   The permit is dropped even if the value's drop or the observer panics, and
@@ -43,7 +50,8 @@ use super::source::Source;
 use super::timer::Timer;
 
 /// A table of leases on one gate: permits held across requests, keyed by
-/// session id, each ended when it has been idle for `idle_limit`.
+/// session id, each ended when it has been idle for `idle_limit` (or, with a
+/// [`max_age`](Self::max_age), once it is that old and nobody holds it).
 ///
 /// A request that opens a session acquires its units as any other and
 /// [`insert`](Self::insert)s the permit with the session's value (its buffers,
@@ -127,6 +135,8 @@ type Locked<'a, K, V, S> = MutexGuard<'a, State<K, V, S>>;
 struct State<K, V, S: Source> {
     /// How long an ended lease's id is remembered.
     remember: Duration,
+    /// The maximum age of the leases inserted from now on (`None`: none).
+    max_age: Option<Duration>,
     live: HashMap<K, Live<V, S>>,
     /// The idle leases by deadline; the sequence number tells equal deadlines
     /// apart.
@@ -147,6 +157,9 @@ struct Live<V, S: Source> {
     /// `None` while checked out. Declared before the permit: dropped first.
     value: Option<V>,
     permit: GatePermit<S>,
+    /// When it has lived its maximum age: its insert plus the table's
+    /// `max_age` then (`None`: no maximum age).
+    aged_at: Option<Duration>,
     /// While idle: its key in `deadlines`, and how it ends there.
     deadline: Option<((Duration, u64), LeaseEnd)>,
 }
@@ -195,6 +208,7 @@ where
                 idle_limit,
                 state: Mutex::new(State {
                     remember: idle_limit,
+                    max_age: None,
                     live: HashMap::new(),
                     deadlines: BTreeMap::new(),
                     next_seq: 0,
@@ -216,13 +230,46 @@ where
         self
     }
 
+    /// Gives leases a maximum age (a registry purges uploads by age): a lease
+    /// `age` past its [`insert`](Self::insert) ends as [`LeaseEnd::Aged`] as
+    /// soon as nobody holds it checked out, however recently it was used. A
+    /// touch or a check-in restarts its idle clock, never its age.
+    ///
+    /// An idle lease ends at the sooner of its idle deadline and its age, with
+    /// no request arriving once [`expire`](Self::expire) is driven; one checked
+    /// out when its age passes ends as it is checked in, unless its request
+    /// [`finish`](Lease::finish)es or [`cancel`](Lease::cancel)s it first (the
+    /// owner's end is the one heard). By default a lease has no maximum age.
+    /// For the leases inserted from now on, in every clone of the table.
+    ///
+    /// # Panics
+    ///
+    /// If `age` is zero: every lease would end as it is made.
+    #[must_use]
+    pub fn max_age(self, age: Duration) -> Self {
+        assert!(
+            !age.is_zero(),
+            "Leases::max_age: the maximum age must be greater than zero"
+        );
+        self.table.lock().max_age = Some(age);
+        self
+    }
+
     /// The idle limit.
     #[must_use]
     pub fn idle_limit(&self) -> Duration {
         self.table.idle_limit
     }
 
-    /// Starts a lease of `permit` and `value` under `id`, idle from now.
+    /// The maximum age of the leases inserted from now on, if they have one
+    /// ([`max_age`](Self::max_age)).
+    #[must_use]
+    pub fn age_limit(&self) -> Option<Duration> {
+        self.table.lock().max_age
+    }
+
+    /// Starts a lease of `permit` and `value` under `id`, idle from now; its
+    /// age counts from now too.
     ///
     /// # Errors
     ///
@@ -234,9 +281,11 @@ where
             return Err((permit, value));
         }
         state.ended.remove(&id);
+        let aged_at = state.max_age.map(|age| now.saturating_add(age));
         let live = Live {
             value: Some(value),
             permit,
+            aged_at,
             deadline: None,
         };
         state.live.insert(id.clone(), live);
@@ -254,8 +303,9 @@ where
     /// # Errors
     ///
     /// [`LeaseError::InUse`] if another request has it; [`LeaseError::Ended`]
-    /// if it ended (one idle past its limit ends now, if the driver has not
-    /// ended it yet); [`LeaseError::Unknown`] otherwise.
+    /// if it ended (one idle past its deadline, be it its idle limit, its
+    /// maximum age or a drain's end, ends now if the driver has not ended it
+    /// yet); [`LeaseError::Unknown`] otherwise.
     pub fn checkout<Q>(&self, id: &Q) -> Result<Lease<K, V, S, T, O>, LeaseError>
     where
         K: Borrow<Q>,
@@ -276,8 +326,8 @@ where
         })
     }
 
-    /// Restarts the idle clock of the lease under `id` (a client's keep-alive).
-    /// A lease checked out is in flight: nothing to restart.
+    /// Restarts the idle clock of the lease under `id` (a client's keep-alive),
+    /// never its age. A lease checked out is in flight: nothing to restart.
     ///
     /// # Errors
     ///
@@ -301,7 +351,8 @@ where
         Ok(())
     }
 
-    /// How long the lease under `id` may stay idle from now before it ends;
+    /// How long the lease under `id` may stay idle from now before it ends (by
+    /// its idle limit, its maximum age or a drain, whichever comes first);
     /// `None` while it is checked out (in flight, its clock stopped).
     ///
     /// # Errors
@@ -335,9 +386,10 @@ where
     }
 
     /// Ends every idle lease within `grace` from now at the latest, as
-    /// [`LeaseEnd::Drained`], and every lease that becomes idle later by then
-    /// too (at once, past it): call it with the gate's drain, so the drain
-    /// never waits out an idle limit longer than its grace. A lease checked out
+    /// [`LeaseEnd::Drained`] unless its idle limit or maximum age ends it
+    /// first, and every lease that becomes idle later by then too (at once,
+    /// past it): call it with the gate's drain, so the drain never waits out an
+    /// idle limit longer than its grace. A lease checked out
     /// is in flight, and ends when its request ends it or returns it.
     pub fn drain(&self, grace: Duration) {
         let now = self.table.now();
@@ -427,8 +479,9 @@ where
     }
 
     /// Makes the checked-in lease under `id` idle from `now`: its deadline is
-    /// the idle limit away, or the drain's end if sooner (then it ends
-    /// drained); one already past it ends now. Returns the lease to end, if it
+    /// the idle limit away (it ends expired), or its maximum age if that comes
+    /// no later (aged), or the drain's end if that comes no later still
+    /// (drained); one already past it ends now. Returns the lease to end, if it
     /// must, and the driver's waker if the new deadline is sooner than the one
     /// it sleeps until.
     fn idle_from(
@@ -438,6 +491,11 @@ where
         now: Duration,
     ) -> (Option<Ending<V, S>>, Option<Waker>) {
         let mut deadline = (now.saturating_add(self.idle_limit), LeaseEnd::Expired);
+        if let Some(at) = state.live.get(&id).expect("the lease is live").aged_at {
+            if at <= deadline.0 {
+                deadline = (at, LeaseEnd::Aged);
+            }
+        }
         if let Some(by) = state.drain_by {
             if by <= deadline.0 {
                 deadline = (by, LeaseEnd::Drained);
@@ -542,8 +600,9 @@ fn end_all<V, S: Source, T: Timer, O: Observer>(
 }
 
 /// A lease checked out by a request: its value, by [`Deref`]. Dropping the
-/// guard returns the lease to the table, idle from then; [`finish`](Self::finish)
-/// and [`cancel`](Self::cancel) end it.
+/// guard returns the lease to the table, idle from then (or ends it, if it
+/// outlived its maximum age or a drain's end meanwhile);
+/// [`finish`](Self::finish) and [`cancel`](Self::cancel) end it.
 ///
 /// A panic while the guard is held returns the value to the table as it is
 /// (as a poisoned lock would hand it on, unmarked): end the lease instead if a
