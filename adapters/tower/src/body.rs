@@ -113,7 +113,9 @@ where
                     return Poll::Ready(Some(Err(Box::new(BodyCut::new(reason)))));
                 }
                 let polled = body.as_mut().poll_frame(cx);
-                watch_response(this.hold, this.watching, &polled, &*body);
+                let handed_more =
+                    matches!(polled, Poll::Ready(Some(Ok(_)))) && !body.is_end_stream();
+                watch_response(this.hold, this.watching, handed_more, polled.is_pending());
                 match polled {
                     Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
                     Poll::Ready(Some(Err(e))) => {
@@ -161,18 +163,13 @@ where
     }
 }
 
-/// The progress rule's part in one read of a response body: a frame with more
-/// to follow starts the watch of the response (once) and dates the frame hyper
-/// now holds; a read the handler's body left pending says the client is not
-/// the one late.
-fn watch_response<B: Body>(
-    hold: &Hold,
-    watching: &mut bool,
-    polled: &Poll<Option<Result<Frame<B::Data>, B::Error>>>,
-    body: &B,
-) {
-    match polled {
-        Poll::Ready(Some(Ok(_))) if !body.is_end_stream() => {
+/// The progress rule's part in one read of a response body: a frame handed with
+/// more to follow starts the watch of the response (once) and dates the frame
+/// hyper now holds; a read the handler's body left pending says the client is
+/// not the one late.
+fn watch_response(hold: &Hold, watching: &mut bool, handed_more: bool, pending: bool) {
+    match (handed_more, pending) {
+        (true, _) => {
             let (Some(slot), Some(watch)) = (hold.slot(), hold.watch()) else {
                 return;
             };
@@ -184,7 +181,7 @@ fn watch_response<B: Body>(
                     .spawn(Box::new(progress::watch_response(Arc::clone(slot))));
             }
         }
-        Poll::Pending if *watching => {
+        (false, true) if *watching => {
             if let Some(watch) = hold.watch() {
                 watch.response_busy();
             }

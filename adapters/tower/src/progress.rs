@@ -25,7 +25,7 @@
 //! # Scaled by pressure
 //!
 //! The idle limits and the grace are generous while the gate is calm and shrink
-//! linearly toward a floor as its [`Pressure`](admit::Pressure) rises (Envoy's
+//! linearly toward a floor as its [`Pressure`] rises (Envoy's
 //! `reduce_timeouts`): a trickler admitted on a quiet server keeps its generous
 //! limits only while nobody else needs the units. Limits are read again at least
 //! every [`RECHECK`], so a request in flight follows the pressure.
@@ -39,7 +39,7 @@
 //! [`cut_bound`](ProgressRule::cut_bound); once a response has started, its body
 //! fails so the stream ends. The units return once the handler's future (or its
 //! response) is gone: value before units. A response cut aborts the connection
-//! (with a [`HangUp`](crate::HangUp) that can, as `PeerWatch`'s), and its units
+//! (with a [`HangUp`] that can, as `PeerWatch`'s), and its units
 //! return at most `cut_bound` after the cut.
 
 use std::error::Error;
@@ -426,34 +426,32 @@ impl Watch {
 /// longer holds units (the body finished or was dropped, or the handler took
 /// the permit). After a cut it aborts the connection and, `cut_bound` later,
 /// returns the units if hyper has not dropped the body by then.
-pub(crate) fn watch_response(slot: Arc<dyn Release>) -> impl Future<Output = ()> + Send + 'static {
-    async move {
-        loop {
-            let Some(watch) = slot.watch() else { return };
-            if !slot.is_held() || watch.cut_reason().is_some() {
+pub(crate) async fn watch_response(slot: Arc<dyn Release>) {
+    loop {
+        let Some(watch) = slot.watch() else { return };
+        if !slot.is_held() || watch.cut_reason().is_some() {
+            return;
+        }
+        let now = watch.gate.now();
+        let ready = watch.response_ready.load(Ordering::Relaxed);
+        let mut next = now + RECHECK;
+        if ready != SERVER_BUSY {
+            let since = Duration::from_micros(ready);
+            let limit = watch.rule.at(watch.gate.pressure()).response_idle;
+            let stalled = now.saturating_sub(since);
+            if stalled >= limit {
+                if watch.cut(CutReason::Response, stalled) {
+                    watch.abort();
+                    let bound = watch.gate.sleep_until(now + watch.rule.cut_bound);
+                    bound.await;
+                    slot.release();
+                }
                 return;
             }
-            let now = watch.gate.now();
-            let ready = watch.response_ready.load(Ordering::Relaxed);
-            let mut next = now + RECHECK;
-            if ready != SERVER_BUSY {
-                let since = Duration::from_micros(ready);
-                let limit = watch.rule.at(watch.gate.pressure()).response_idle;
-                let stalled = now.saturating_sub(since);
-                if stalled >= limit {
-                    if watch.cut(CutReason::Response, stalled) {
-                        watch.abort();
-                        let bound = watch.gate.sleep_until(now + watch.rule.cut_bound);
-                        bound.await;
-                        slot.release();
-                    }
-                    return;
-                }
-                next = next.min(since + limit);
-            }
-            let sleep = watch.gate.sleep_until(next);
-            sleep.await;
+            next = next.min(since + limit);
         }
+        let sleep = watch.gate.sleep_until(next);
+        sleep.await;
     }
 }
 

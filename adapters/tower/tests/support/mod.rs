@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use admit::{AdmitEvent, Observer, Priority, ReleaseEvent, ShedEvent, ShedReason};
+use admit::{AdmitEvent, CutEvent, Observer, Priority, ReleaseEvent, ShedEvent, ShedReason};
 use tokio::sync::watch;
 
 admit::sources! {
@@ -23,6 +23,7 @@ pub struct Counting {
     pub released: AtomicUsize,
     reasons: Mutex<Vec<ShedReason>>,
     classes: Mutex<Vec<Priority>>,
+    cuts: Mutex<Vec<CutEvent>>,
     in_use: watch::Sender<usize>,
 }
 
@@ -34,6 +35,7 @@ impl Counting {
             released: AtomicUsize::new(0),
             reasons: Mutex::new(Vec::new()),
             classes: Mutex::new(Vec::new()),
+            cuts: Mutex::new(Vec::new()),
             in_use: watch::channel(0).0,
         })
     }
@@ -45,6 +47,16 @@ impl Counting {
     /// The class of each admission so far, in order.
     pub fn admitted_classes(&self) -> Vec<Priority> {
         self.classes.lock().unwrap().clone()
+    }
+
+    /// Each cut so far, in order.
+    pub fn cuts(&self) -> Vec<CutEvent> {
+        self.cuts.lock().unwrap().clone()
+    }
+
+    /// The units in use as the observer's events count them.
+    pub fn in_use(&self) -> usize {
+        *self.in_use.borrow()
     }
 
     /// The reason of each shed so far, in order.
@@ -85,6 +97,9 @@ impl Observer for Counting {
     fn on_shed(&self, event: &ShedEvent) {
         self.reasons.lock().unwrap().push(event.reason);
         self.shed.fetch_add(1, Ordering::SeqCst);
+    }
+    fn on_cut(&self, event: &CutEvent) {
+        self.cuts.lock().unwrap().push(*event);
     }
 }
 
