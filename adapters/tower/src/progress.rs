@@ -378,10 +378,18 @@ impl Watch {
         self.cut_state().map(|(reason, _)| reason)
     }
 
-    /// Cuts the request for `reason` after `watched` of watching, unless it was
-    /// cut already; the winner tells the observer.
-    /// Returns whether this call cut it.
-    pub(crate) fn cut(&self, reason: CutReason, watched: Duration) -> bool {
+    /// Cuts the request for `reason` after `watched` of the client's time, unless
+    /// it was cut already, and tells the observer if this call cut it.
+    pub(crate) fn cut(&self, reason: CutReason, watched: Duration) {
+        if self.decide_cut(reason) {
+            // User code, which may panic: the cut stands either way.
+            self.tell_cut(reason, watched);
+        }
+    }
+
+    /// Cuts the request for `reason`, unless it was cut already; returns whether
+    /// this call cut it (its caller alone tells the observer).
+    fn decide_cut(&self, reason: CutReason) -> bool {
         let index = CutReason::ALL
             .iter()
             .position(|r| *r == reason)
@@ -395,10 +403,13 @@ impl Watch {
         {
             return false;
         }
-        // The observer is user code and may panic: the cut stands either way.
+        true
+    }
+
+    /// Tells the observer of the cut this request's `decide_cut` won.
+    fn tell_cut(&self, reason: CutReason, watched: Duration) {
         self.gate
             .on_cut(&CutEvent::new(self.label, self.units, reason, watched));
-        true
     }
 
     /// The response body handed hyper a frame now.
@@ -440,11 +451,13 @@ pub(crate) async fn watch_response(slot: Arc<dyn Release>) {
             let limit = watch.rule.at(watch.gate.pressure()).response_idle;
             let stalled = now.saturating_sub(since);
             if stalled >= limit {
-                if watch.cut(CutReason::Response, stalled) {
+                if watch.decide_cut(CutReason::Response) {
                     watch.abort();
-                    let bound = watch.gate.sleep_until(now + watch.rule.cut_bound);
-                    bound.await;
-                    slot.release();
+                    // Returns the units after the bound, or at once if the
+                    // observer panics or the task is dropped meanwhile.
+                    let _release = ReleaseOnDrop(&*slot);
+                    watch.tell_cut(CutReason::Response, stalled);
+                    watch.gate.sleep_until(now + watch.rule.cut_bound).await;
                 }
                 return;
             }
@@ -452,6 +465,15 @@ pub(crate) async fn watch_response(slot: Arc<dyn Release>) {
         }
         let sleep = watch.gate.sleep_until(next);
         sleep.await;
+    }
+}
+
+/// Releases a slot's units when dropped.
+struct ReleaseOnDrop<'a>(&'a dyn Release);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release();
     }
 }
 

@@ -568,3 +568,62 @@ async fn a_bypassed_request_is_not_watched() {
     assert_eq!(*seen_watched.lock().unwrap(), Some(false));
     assert!(counting.cuts().is_empty());
 }
+
+/// An observer whose `on_cut` panics: a metrics recorder's bug.
+struct PanicsOnCut;
+
+impl admit::Observer for PanicsOnCut {
+    fn on_cut(&self, _: &admit::CutEvent) {
+        panic!("observer bug");
+    }
+}
+
+fn panicking_gate() -> admit_tokio::Gate<Route, PanicsOnCut> {
+    admit_tokio::gate(2)
+        .max_units(2)
+        .wait_budget(secs(3600))
+        .observer(PanicsOnCut)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_observer_in_a_body_cut_still_returns_the_units() {
+    let gate = panicking_gate();
+    let layer =
+        AdmitLayer::new(gate.clone(), decide as fn(&Parts) -> Decision<Route>).allow_unwatched();
+    let service = layer.layer(reader(Seen::default()));
+    let (tx, request) = client("/upload");
+    feed(tx, 10, secs(1), 1, false);
+
+    // The panic reaches the request's task, as any handler's panic would.
+    let outcome = tokio::spawn(service.oneshot(request)).await;
+
+    assert!(outcome.unwrap_err().is_panic());
+    assert_eq!(gate.in_use(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_observer_in_a_response_cut_still_returns_the_units() {
+    let gate = panicking_gate();
+    let layer =
+        AdmitLayer::new(gate.clone(), decide as fn(&Parts) -> Decision<Route>).allow_unwatched();
+    let download = tower::service_fn(|_: Request<WatchedBody<ClientBody>>| async move {
+        let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+        tokio::spawn(
+            async move { while tx.send_data(Bytes::from_static(&[0; 64])).await.is_ok() {} },
+        );
+        Ok::<_, Infallible>(Response::new(body))
+    });
+    let (tx, request) = client("/upload");
+    drop(tx);
+    let response = layer.layer(download).oneshot(request).await.unwrap();
+    let mut body = response.into_body();
+    body.frame().await.unwrap().unwrap();
+
+    // The watch's task panics in the observer; the units come back anyway.
+    tokio::time::sleep(secs(40)).await;
+
+    assert_eq!(gate.in_use(), 0);
+    assert!(!body.holds_permit());
+}
