@@ -1,7 +1,8 @@
 //! Overload control on a manual clock: each rule of `GateBuilder::overload_target`
 //! (a standing queue detected by CoDel's rule, the cap on an overloaded wait, the
 //! shed at arrival by the estimate, judged by the request's size) and how it
-//! composes with ceilings, `max_waiters`, close, drain and resize. Every test runs
+//! composes with ceilings, `max_waiters`, close, drain and resize, and the gate's
+//! pressure (parked, overloaded, recent sheds). Every test runs
 //! the same steps on a gate without the rule where that shows what the rule does.
 // Needs the `alloc` feature (the feature powerset builds every test target).
 #![cfg(feature = "alloc")]
@@ -724,4 +725,57 @@ fn a_blocking_acquire_is_shed_at_arrival_by_the_same_rule() {
         Some(&Event::Hopeless("upload", 1, retry_after))
     );
     assert_eq!(gate.waiters(), 20, "it left the queue");
+}
+
+// The gate's pressure (`Gate::pressure`): one level from its three signals.
+
+#[test]
+fn pressure_is_calm_on_a_gate_nobody_waits_for() {
+    let (gate, _timer, _rec) = gate(2);
+    let _held = take(&gate, 2);
+    let pressure = gate.pressure();
+    assert!(pressure.is_calm(), "full but nobody waits: {pressure:?}");
+}
+
+#[test]
+fn pressure_is_full_while_a_request_is_parked_and_calm_once_it_leaves_unshed() {
+    let (gate, _timer, _rec) = gate_with(1, None, None);
+    let _held = take(&gate, 1);
+    let parked = park(&gate, 1);
+    let pressure = gate.pressure();
+    assert!(pressure.parked());
+    assert_eq!(pressure.level(), 1.0);
+    // A caller that leaves (a hang-up) is no shed: nothing presses after it.
+    drop(parked);
+    assert!(gate.pressure().is_calm());
+}
+
+#[test]
+fn pressure_after_a_shed_at_arrival_fades_over_thirty_seconds() {
+    let (gate, timer, _rec) = gate_with(1, None, None);
+    let _held = take(&gate, 1);
+    // Shed at once, nobody ever parked.
+    assert!(gate.try_acquire(1, Src::Publish).is_err());
+    assert_eq!(gate.waiters(), 0);
+    assert_eq!(gate.pressure().level(), 1.0);
+    assert_eq!(gate.pressure().since_shed(), Some(Duration::ZERO));
+    timer.advance(Duration::from_secs(15));
+    assert_eq!(gate.pressure().level(), 0.5);
+    timer.advance(Duration::from_secs(15));
+    assert!(gate.pressure().is_calm());
+    timer.advance(ms(1));
+    assert_eq!(gate.pressure().since_shed(), None);
+}
+
+#[test]
+fn pressure_is_full_while_overloaded_with_nobody_parked() {
+    let (gate, timer, rec) = gate(1);
+    let (head, _held) = standing_queue(&gate, &timer, &rec);
+    assert!(gate.is_overloaded());
+    // The head hangs up: nobody is parked, the gate is still overloaded.
+    drop(head);
+    assert_eq!(gate.waiters(), 0);
+    let pressure = gate.pressure();
+    assert!(pressure.overloaded() && !pressure.parked(), "{pressure:?}");
+    assert_eq!(pressure.level(), 1.0);
 }
