@@ -174,7 +174,7 @@ fn watch_response(hold: &Hold, watching: &mut bool, handed_more: bool, pending: 
                 return;
             };
             watch.response_handed();
-            if !*watching && hold.is_held() {
+            if !*watching {
                 *watching = true;
                 let _ = watch
                     .gate

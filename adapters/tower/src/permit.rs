@@ -150,9 +150,13 @@ impl Hold {
         self.0.as_ref().is_some_and(|slot| slot.is_held())
     }
 
-    /// Releases now (idempotent).
+    /// Releases now (idempotent), and tells the progress rule's watch of the
+    /// response, if any, that the response is over.
     pub(crate) fn release(&mut self) {
         if let Some(slot) = self.0.take() {
+            if let Some(watch) = slot.watch() {
+                watch.response_over();
+            }
             slot.release();
         }
     }

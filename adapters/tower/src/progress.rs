@@ -46,7 +46,7 @@ use std::error::Error;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -340,6 +340,8 @@ pub(crate) struct Watch {
     response_ready: AtomicU64,
     /// Aborts the connection on a response cut, where the server gave a way.
     hang_up: Option<HangUp>,
+    /// Set once the response body has ended or was dropped: its watch stops.
+    response_over: AtomicBool,
 }
 
 impl Watch {
@@ -358,6 +360,7 @@ impl Watch {
             cut: AtomicU64::new(UNCUT),
             response_ready: AtomicU64::new(SERVER_BUSY),
             hang_up,
+            response_over: AtomicBool::new(false),
         }
     }
 
@@ -418,6 +421,11 @@ impl Watch {
             .store(micros(self.gate.now()), Ordering::Relaxed);
     }
 
+    /// The response body ended or was dropped.
+    pub(crate) fn response_over(&self) {
+        self.response_over.store(true, Ordering::Relaxed);
+    }
+
     /// The response body waits on its own producer: the client is not late.
     pub(crate) fn response_busy(&self) {
         self.response_ready.store(SERVER_BUSY, Ordering::Relaxed);
@@ -433,14 +441,14 @@ impl Watch {
 
 /// The watch of a response whose client may stop reading, run in the background
 /// from its first frame on: sleeps until the response idle limit after the last
-/// frame hyper took, and cuts if hyper took none since; ends once the slot no
-/// longer holds units (the body finished or was dropped, or the handler took
-/// the permit). After a cut it aborts the connection and, `cut_bound` later,
-/// returns the units if hyper has not dropped the body by then.
+/// frame hyper took, and cuts if hyper took none since; ends once the body has
+/// ended or was dropped. After a cut it aborts the connection and, `cut_bound`
+/// later, returns the units (if any are still in the slot) should hyper not have
+/// dropped the body by then.
 pub(crate) async fn watch_response(slot: Arc<dyn Release>) {
     loop {
         let Some(watch) = slot.watch() else { return };
-        if !slot.is_held() || watch.cut_reason().is_some() {
+        if watch.response_over.load(Ordering::Relaxed) || watch.cut_reason().is_some() {
             return;
         }
         let now = watch.gate.now();

@@ -620,12 +620,13 @@ where
                     let watch = hold.as_ref().and_then(Hold::watch);
                     let cut = watch.and_then(Watch::cut_state);
                     let response = match (polled, cut) {
-                        (Poll::Ready(Err(e)), _) => return Poll::Ready(Err(e)),
+                        (Poll::Ready(Err(e)), None) => return Poll::Ready(Err(e)),
                         (Poll::Ready(Ok(response)), None) => response,
-                        (Poll::Ready(Ok(response)), Some((reason, _))) => {
-                            // Cut: whatever the handler answered, the client is
-                            // told 408; its answer goes before the units.
-                            drop(response);
+                        (Poll::Ready(answer), Some((reason, _))) => {
+                            // Cut: whatever the handler answered (an error too),
+                            // the client is told 408; its answer goes before the
+                            // units.
+                            drop(answer);
                             drop(hold.take());
                             state.set(cut_state(reason));
                             continue;

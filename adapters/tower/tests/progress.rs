@@ -627,3 +627,57 @@ async fn a_panicking_observer_in_a_response_cut_still_returns_the_units() {
     assert_eq!(gate.in_use(), 0);
     assert!(!body.holds_permit());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_fails_with_a_service_error_after_a_cut_still_gets_its_client_a_408() {
+    let (gate, counting) = gate(2, secs(3600));
+    let failing = tower::service_fn(|request: Request<WatchedBody<ClientBody>>| async move {
+        request
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok::<_, std::io::Error>(Response::new(Full::new(Bytes::new())))
+    });
+    let service = layer(&gate).layer(failing);
+    let (tx, request) = client("/upload");
+    feed(tx, 10, secs(1), 1, false);
+
+    let response = service.oneshot(request).await.unwrap();
+
+    assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+    assert_eq!(counting.cuts().len(), 1);
+    assert_eq!(gate.in_use(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watched_requests_response_left_unread_is_cut_too() {
+    let (gate, counting) = gate(2, secs(3600));
+    let download = tower::service_fn(|_: Request<WatchedBody<ClientBody>>| async move {
+        let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+        tokio::spawn(
+            async move { while tx.send_data(Bytes::from_static(&[0; 64])).await.is_ok() {} },
+        );
+        Ok::<_, Infallible>(Response::new(body))
+    });
+    let aborted = Arc::new(AtomicUsize::new(0));
+    let hang_up = {
+        let aborted = Arc::clone(&aborted);
+        HangUp::new(std::future::pending).with_abort(move || {
+            aborted.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    let (tx, mut request) = client("/patch");
+    drop(tx);
+    request.extensions_mut().insert(hang_up);
+    let response = layer(&gate).layer(download).oneshot(request).await.unwrap();
+    let mut body = response.into_body();
+    body.frame().await.unwrap().unwrap();
+
+    tokio::time::sleep(secs(32)).await;
+
+    let cuts = counting.cuts();
+    assert_eq!(cuts.len(), 1);
+    assert_eq!((cuts[0].units, cuts[0].reason), (0, CutReason::Response));
+    assert_eq!(aborted.load(Ordering::SeqCst), 1);
+}
