@@ -458,9 +458,9 @@ pub struct Served {
     pub timeline: Option<Timeline>,
 }
 
-/// Runs the server alone until `shutdown` completes (the binary: Ctrl-C), printing
-/// its address and its `/metrics` URL; then stops admitting and drains (see
-/// [`drain`]), and prints what the grace period cut. With
+/// Runs the server alone until `shutdown` completes (the binary: Ctrl-C or
+/// SIGTERM), printing its address and its `/metrics` URL; then stops admitting and
+/// drains (see [`drain`]), and prints what the grace period cut. With
 /// `config.follow_memory_limit`, a task re-reads the cgroup memory limit at that
 /// interval and resizes the gate to half of it over the session buffer
 /// ([`admit_tokio::spawn_memory_follower`]). Must be called inside a Tokio runtime
@@ -492,7 +492,7 @@ pub async fn serve(
             "  try       curl -i -H 'expect: 100-continue' --data-binary @some-file http://{addr}/upload"
         );
         println!(
-            "            Ctrl-C stops admitting, drains (at most {}) and exits",
+            "            Ctrl-C or SIGTERM stops admitting, drains (at most {}) and exits",
             secs(config.grace)
         );
     }

@@ -2,7 +2,7 @@
 //! it, and a check of what the gate did, once with a fixed wait budget and once with
 //! an overload target. Exits 0 only if every check held in both.
 //!
-//! `admit-demo serve`: the server alone until Ctrl-C; exits 0 if it drained.
+//! `admit-demo serve`: the server alone until Ctrl-C or SIGTERM; exits 0 if it drained.
 
 use std::process::ExitCode;
 
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// `admit-demo serve`: the server alone until Ctrl-C, then a drain.
+/// `admit-demo serve`: the server alone until Ctrl-C or SIGTERM, then a drain.
 fn serve(config: admit_demo::Config) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -44,10 +44,16 @@ fn serve(config: admit_demo::Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let interrupted = async {
-        let _ = tokio::signal::ctrl_c().await;
+    // Listening before the server prints its address: a signal sent once it has
+    // drains like any other, instead of killing the process.
+    let stop = match runtime.block_on(async { stop_signal() }) {
+        Ok(stop) => stop,
+        Err(e) => {
+            eprintln!("admit-demo: listening for signals: {e}");
+            return ExitCode::FAILURE;
+        }
     };
-    match runtime.block_on(admit_demo::serve(config, None, interrupted)) {
+    match runtime.block_on(admit_demo::serve(config, None, stop)) {
         Ok(served) if served.drained.is_complete() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
@@ -55,4 +61,27 @@ fn serve(config: admit_demo::Config) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Completes at Ctrl-C (SIGINT) or SIGTERM, what a container runtime sends to stop
+/// a container: both take the same drain.
+#[cfg(unix)]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+}
+
+/// Completes at Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }

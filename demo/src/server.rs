@@ -34,7 +34,7 @@ use axum::routing::{get, patch, post};
 use axum::Router;
 use http::request::Parts;
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
@@ -341,6 +341,13 @@ pub struct App {
     pub ids: IdMinter,
 }
 
+/// The longest a connection may take to send a request's headers (counted from
+/// when hyper starts reading them: a new connection, or a kept-alive one after its
+/// last response): past it hyper closes the connection without an answer. Such a
+/// request never reaches the gate and takes no unit, but without this bound it
+/// would hold a connection and its task forever.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A running server; [`stop`](Self::stop) ends it.
 #[derive(Debug)]
 pub struct Server {
@@ -420,6 +427,8 @@ async fn accept_loop(listener: TcpListener, router: Router, mut stopped: oneshot
             .service(router.clone());
         connections.spawn(
             hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)),
         );
         while connections.try_join_next().is_some() {}
