@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use admit::{
-    AdmitEvent, CapacityEvent, GateError, LeaseEndEvent, Observer, OverloadEvent, Priority,
-    ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
+    AdmitEvent, CapacityEvent, CutEvent, CutReason, GateError, LeaseEndEvent, Observer,
+    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
 };
 use admit_metrics::MetricsObserver;
 use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
@@ -103,8 +103,9 @@ pub const RESUMED: &str = "resumed=1";
 
 /// The layer's decision: the upload routes and the `POST` that opens an upload
 /// session wait for their units, a resumed upload first among them when someone
-/// must be shed; everything else (`/metrics`, a session's later requests, whose
-/// unit its lease holds) bypasses the gate.
+/// must be shed; a session's `PATCH`, whose unit its lease holds, takes none but
+/// is watched by the progress rule (its body fills the session's buffer);
+/// everything else (`/metrics`, a session's `PUT` and `DELETE`) bypasses the gate.
 #[must_use]
 pub fn decide(head: &Parts) -> Decision<Route> {
     let decision = match head.uri.path() {
@@ -112,6 +113,11 @@ pub fn decide(head: &Parts) -> Decision<Route> {
         "/mirror" => Decision::admit(Route::Mirror.units(), Route::Mirror),
         crate::sessions::UPLOADS if head.method == http::Method::POST => {
             Decision::admit(Route::Session.units(), Route::Session)
+        }
+        path if head.method == http::Method::PATCH
+            && path.starts_with(crate::sessions::UPLOADS) =>
+        {
+            return Decision::watch(Route::Session)
         }
         _ => return Decision::Bypass,
     };
@@ -134,6 +140,9 @@ pub type UploadGate = admit_tokio::Gate<Route, DemoObserver>;
 
 /// The number of shed reasons counted apart: [`ShedReason::ALL`].
 pub const REASONS: usize = ShedReason::ALL.len();
+
+/// The number of cut reasons counted apart: [`CutReason::ALL`].
+pub const CUT_REASONS: usize = CutReason::ALL.len();
 
 /// What the server saw, counted on the server side.
 #[derive(Debug, Default)]
@@ -166,6 +175,8 @@ pub struct ServerStats {
     /// The upload sessions: opened, ended, and in which order each one's buffer
     /// and units went.
     pub sessions: SessionLedger,
+    /// Requests the progress rule cut, per reason (indexed like [`CutReason::ALL`]).
+    pub cuts: [AtomicUsize; CUT_REASONS],
 }
 
 impl ServerStats {
@@ -304,6 +315,13 @@ impl Observer for DemoObserver {
         self.metrics.on_capacity(event);
         if self.announce_resizes {
             println!("  resized   capacity now {} units", event.capacity);
+        }
+    }
+
+    fn on_cut(&self, event: &CutEvent) {
+        self.metrics.on_cut(event);
+        if let Some(i) = CutReason::ALL.iter().position(|r| *r == event.reason) {
+            self.stats.cuts[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 

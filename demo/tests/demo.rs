@@ -614,7 +614,11 @@ fn an_upload_session_spans_requests_and_ends_once_however_it_ends() {
         let counts = f.stats.sessions.counts();
         assert_eq!(counts.opened, 3);
         assert_eq!((counts.ended_once, counts.ended_more_than_once), (3, 0));
-        assert_eq!(counts.ended, [1, 1, 1, 0], "finished, cancelled, expired");
+        assert_eq!(
+            counts.ended,
+            [1, 1, 1, 0, 0],
+            "finished, cancelled, expired"
+        );
         assert_eq!((counts.freed_first, counts.returned_unfreed), (3, 0));
         assert_eq!(counts.unidentified, 0);
         let page = Scrape::parse(f.prometheus.render());
