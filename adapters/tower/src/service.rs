@@ -360,9 +360,11 @@ impl<Svc, S: Source, D> Layer<Svc> for AdmitLayer<S, D> {
 ///
 /// 1. The layer's closure looks at the head ([`Parts`]) and returns a
 ///    [`Decision`]: [`Bypass`](Decision::Bypass) calls the inner service at once;
+///    [`Watch`](Decision::Watch) too, under the progress rule;
 ///    [`Admit`](Decision::Admit) waits for the units. The body is not touched before
 ///    admission, so a parked request holds no memory for it (and a client that sent
-///    `Expect: 100-continue` has not sent it).
+///    `Expect: 100-continue` has not sent it). The inner service sees it as a
+///    [`WatchedBody`].
 /// 2. The wait ends at the gate's budget, at the request's [`WaitCeiling`] if
 ///    sooner, or when its [`HangUp`] fires (or, with the `axum` and `tokio` features,
 ///    its `ConnectInfo<PeerWatch>`). The first HTTP/1 request with neither logs a
@@ -370,7 +372,9 @@ impl<Svc, S: Source, D> Layer<Svc> for AdmitLayer<S, D> {
 /// 3. Granted: an [`AdmitPermit`] goes into the request's extensions, the inner
 ///    service is called, and the permit rides in the response's [`AdmitBody`] until
 ///    the body has yielded its last frame or is dropped. Dropped before a response
-///    (the connection closed): the units return at once.
+///    (the connection closed): the units return at once. A client that stalls or
+///    trickles its body, or stops reading the response, is cut by the
+///    [`ProgressRule`] (see [`AdmitLayer::progress`]): `408` before a response.
 /// 4. Refused: the inner service is not called. [`GateError::Busy`],
 ///    [`ExceedsCapacity`](GateError::ExceedsCapacity) and [`Closed`](GateError::Closed)
 ///    become a `503` (with `Retry-After` for `Busy` only), or what
