@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
@@ -113,9 +113,14 @@ where
                     return Poll::Ready(Some(Err(Box::new(BodyCut::new(reason)))));
                 }
                 let polled = body.as_mut().poll_frame(cx);
-                let handed_more =
-                    matches!(polled, Poll::Ready(Some(Ok(_)))) && !body.is_end_stream();
-                watch_response(this.hold, this.watching, handed_more, polled.is_pending());
+                // The bytes of a frame handed with more to follow.
+                let handed = match &polled {
+                    Poll::Ready(Some(Ok(frame))) if !body.is_end_stream() => {
+                        Some(frame.data_ref().map_or(0, |d| d.remaining() as u64))
+                    }
+                    _ => None,
+                };
+                watch_response(this.hold, this.watching, handed, polled.is_pending());
                 match polled {
                     Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
                     Poll::Ready(Some(Err(e))) => {
@@ -163,17 +168,17 @@ where
     }
 }
 
-/// The progress rule's part in one read of a response body: a frame handed with
-/// more to follow starts the watch of the response (once) and dates the frame
-/// hyper now holds; a read the handler's body left pending says the client is
-/// not the one late.
-fn watch_response(hold: &Hold, watching: &mut bool, handed_more: bool, pending: bool) {
-    match (handed_more, pending) {
-        (true, _) => {
+/// The progress rule's part in one read of a response body: a frame of
+/// `handed` bytes with more to follow starts the watch of the response (once) and
+/// dates the frame hyper now holds; a read the handler's body left pending says
+/// the client is not the one late.
+fn watch_response(hold: &Hold, watching: &mut bool, handed: Option<u64>, pending: bool) {
+    match (handed, pending) {
+        (Some(bytes), _) => {
             let (Some(slot), Some(watch)) = (hold.slot(), hold.watch()) else {
                 return;
             };
-            watch.response_handed();
+            watch.response_handed(bytes);
             if !*watching {
                 *watching = true;
                 let _ = watch
@@ -181,7 +186,7 @@ fn watch_response(hold: &Hold, watching: &mut bool, handed_more: bool, pending: 
                     .spawn(Box::new(progress::watch_response(Arc::clone(slot))));
             }
         }
-        (false, true) if *watching => {
+        (None, true) if *watching => {
             if let Some(watch) = hold.watch() {
                 watch.response_busy();
             }

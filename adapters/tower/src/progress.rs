@@ -15,7 +15,8 @@
 //!   mod_reqtimeout's `MinRate`): a byte a second never stays idle, and this is
 //!   what cuts it. The rate applies on a calm server too.
 //! - **Response**: a response whose client stops reading for the response idle
-//!   limit (hyper has a frame in hand and cannot write it) is cut.
+//!   limit (hyper has a frame in hand and cannot write it, past the time the
+//!   frame's bytes take at the minimum rate) is cut.
 //!
 //! Only the client's time counts: the request body's clock runs while the handler
 //! waits on it (from a pending read to the next frame), never while the handler
@@ -335,8 +336,9 @@ pub(crate) struct Watch {
     units: usize,
     /// [`UNCUT`], or the cut's reason and time (see [`CUT_TIME_BITS`]).
     cut: AtomicU64,
-    /// When the response body last handed hyper a frame, in µs of the gate's
-    /// timer, or [`SERVER_BUSY`] while it waits on its own producer.
+    /// When the client's clock on the response started (the last frame handed
+    /// to hyper, plus its bytes at the minimum rate), in µs of the gate's timer,
+    /// or [`SERVER_BUSY`] while the response waits on its own producer.
     response_ready: AtomicU64,
     /// Aborts the connection on a response cut, where the server gave a way.
     hang_up: Option<HangUp>,
@@ -399,14 +401,9 @@ impl Watch {
             .expect("every reason is in CutReason::ALL") as u64;
         let at = micros(self.gate.now()).min((1 << CUT_TIME_BITS) - 1);
         let word = (index << CUT_TIME_BITS) | at;
-        if self
-            .cut
+        self.cut
             .compare_exchange(UNCUT, word, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            return false;
-        }
-        true
+            .is_ok()
     }
 
     /// Tells the observer of the cut this request's `decide_cut` won.
@@ -415,10 +412,15 @@ impl Watch {
             .on_cut(&CutEvent::new(self.label, self.units, reason, watched));
     }
 
-    /// The response body handed hyper a frame now.
-    pub(crate) fn response_handed(&self) {
-        self.response_ready
-            .store(micros(self.gate.now()), Ordering::Relaxed);
+    /// The response body handed hyper a frame of `bytes` now. The client's clock
+    /// starts once a reader at the minimum rate would have taken it, so a large
+    /// frame to a slow but honest reader is not mistaken for a stall.
+    pub(crate) fn response_handed(&self, bytes: u64) {
+        let start = self
+            .gate
+            .now()
+            .saturating_add(self.rule.allowance(Duration::ZERO, bytes));
+        self.response_ready.store(micros(start), Ordering::Relaxed);
     }
 
     /// The response body ended or was dropped.
@@ -441,7 +443,8 @@ impl Watch {
 
 /// The watch of a response whose client may stop reading, run in the background
 /// from its first frame on: sleeps until the response idle limit after the last
-/// frame hyper took, and cuts if hyper took none since; ends once the body has
+/// frame hyper took (and its bytes at the minimum rate), and cuts if hyper took
+/// none since; ends once the body has
 /// ended or was dropped. After a cut it aborts the connection and, `cut_bound`
 /// later, returns the units (if any are still in the slot) should hyper not have
 /// dropped the body by then.

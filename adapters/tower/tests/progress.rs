@@ -681,3 +681,47 @@ async fn a_watched_requests_response_left_unread_is_cut_too() {
     assert_eq!((cuts[0].units, cuts[0].reason), (0, CutReason::Response));
     assert_eq!(aborted.load(Ordering::SeqCst), 1);
 }
+
+/// A download of frames of `frame` bytes, as fast as the client takes them.
+fn download(
+    frame: usize,
+) -> impl Service<
+    Request<WatchedBody<ClientBody>>,
+    Response = Response<ClientBody>,
+    Error = Infallible,
+    Future: Send,
+> + Clone {
+    tower::service_fn(move |_: Request<WatchedBody<ClientBody>>| async move {
+        let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
+        tokio::spawn(
+            async move { while tx.send_data(Bytes::from(vec![0; frame])).await.is_ok() {} },
+        );
+        Ok::<_, Infallible>(Response::new(body))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_large_frame_buys_a_slow_reader_its_time_at_the_minimum_rate() {
+    // hyper holds a 1 MiB frame while a reader at ~10 KiB/s drains it: 100 s with
+    // no poll of the body. At 1 KiB a second the frame is worth 1024 s.
+    let (gate, counting) = gate(2, secs(3600));
+    let service = layer(&gate).layer(download(1 << 20));
+    let (tx, request) = client("/upload");
+    drop(tx);
+    let mut body = service.oneshot(request).await.unwrap().into_body();
+    body.frame().await.unwrap().unwrap();
+    tokio::time::sleep(secs(100)).await;
+    body.frame().await.unwrap().unwrap();
+    assert!(counting.cuts().is_empty());
+
+    // The same silence after a 1 KiB frame is a client that stopped reading.
+    let service = layer(&gate).layer(download(1024));
+    let (tx, request) = client("/upload");
+    drop(tx);
+    let mut small = service.oneshot(request).await.unwrap().into_body();
+    small.frame().await.unwrap().unwrap();
+    tokio::time::sleep(secs(40)).await;
+    assert_eq!(counting.cuts().len(), 1);
+    assert_eq!(counting.cuts()[0].reason, CutReason::Response);
+    drop(body);
+}
