@@ -1,15 +1,16 @@
 //! A minimal HTTP/1.1 client over a Tokio `TcpStream`: one request per connection
 //! (`Connection: close`), uploads with `Expect: 100-continue`.
 //!
-//! Small on purpose: the load generator needs exactly this, and a client that can
-//! hang up at a chosen moment, which a full client library hides.
+//! Small on purpose: the load generator needs exactly this, and clients that hang
+//! up, stall or send slowly at chosen moments, which a full client library hides.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 /// The largest response head the client accepts.
 const MAX_HEAD: usize = 64 << 10;
@@ -119,6 +120,132 @@ pub async fn request(
     read_body(&mut stream, buf, status, headers).await
 }
 
+/// How the server ended a request whose client stalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallEnd {
+    /// It answered with this status (`408 Request Timeout`: the progress rule
+    /// cut it).
+    Answered(u16),
+    /// It closed or reset the connection before an answer was read.
+    Closed,
+}
+
+impl StallEnd {
+    /// Whether this is how a cut ends a request: `408`, or the connection
+    /// closed by the server.
+    #[must_use]
+    pub fn is_cut(self) -> bool {
+        matches!(self, Self::Answered(408) | Self::Closed)
+    }
+}
+
+/// A client that stalls: `method path` announcing a body of `len` bytes (no
+/// `Expect`), `first` of it sent with the headers, then (with `trickle`) one byte
+/// every `trickle`, never the whole body; until the server answers or closes the
+/// connection. Returns how the server ended it, and when after the request was
+/// sent; `None` if `patience` passed first (the client gives up and hangs up).
+///
+/// # Errors
+///
+/// Connection errors before the request was sent.
+pub async fn stall(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    len: usize,
+    first: &[u8],
+    trickle: Option<Duration>,
+    patience: Duration,
+) -> io::Result<Option<(Duration, StallEnd)>> {
+    let stream = connect(addr).await?;
+    let (mut rd, mut wr) = stream.into_split();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/octet-stream\r\n\
+         content-length: {len}\r\nconnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    request.extend_from_slice(first);
+    wr.write_all(&request).await?;
+    let sent = Instant::now();
+    let sending = async {
+        if let Some(every) = trickle {
+            let mut tick = tokio::time::interval_at(sent + every, every);
+            // One byte short of the body: the request never completes.
+            for _ in first.len()..len.saturating_sub(1) {
+                tick.tick().await;
+                wr.write_all(b"x").await?;
+            }
+        }
+        std::future::pending::<io::Result<()>>().await
+    };
+    let mut buf = Vec::new();
+    let ended = async {
+        tokio::select! {
+            biased;
+            read = read_head(&mut rd, &mut buf) => (
+                sent.elapsed(),
+                read.map_or(StallEnd::Closed, |(status, _)| StallEnd::Answered(status)),
+            ),
+            _failed = sending => {
+                // The server closed while we wrote; its answer may still be there.
+                let at = sent.elapsed();
+                let read = tokio::time::timeout(Duration::from_secs(1), read_head(&mut rd, &mut buf)).await;
+                match read {
+                    Ok(Ok((status, _))) => (at, StallEnd::Answered(status)),
+                    _ => (at, StallEnd::Closed),
+                }
+            }
+        }
+    };
+    Ok(tokio::time::timeout(patience, ended).await.ok())
+}
+
+/// `POST path` with `body`, a careful client on a slow link: the headers with
+/// `Expect: 100-continue`, then, once the server answers `100 Continue`, the body
+/// at `rate` bytes a second, an eighth of a second's bytes at a time.
+///
+/// # Errors
+///
+/// Connection or protocol errors (a write that fails is one only if no answer
+/// follows it).
+pub async fn post_slowly(
+    addr: SocketAddr,
+    path: &str,
+    body: &[u8],
+    rate: usize,
+) -> io::Result<Response> {
+    let mut stream = connect(addr).await?;
+    stream
+        .write_all(upload_head(addr, path, body.len()).as_bytes())
+        .await?;
+    let mut buf = Vec::new();
+    let (mut status, mut headers) = read_head(&mut stream, &mut buf).await?;
+    if status == 100 {
+        let every = Duration::from_millis(125);
+        let slice = (rate / 8).max(1);
+        let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+        for part in body.chunks(slice) {
+            tick.tick().await;
+            if let Err(e) = stream.write_all(part).await {
+                // Refused mid-way (cut?): its answer may be there to read.
+                let read =
+                    tokio::time::timeout(Duration::from_secs(1), read_head(&mut stream, &mut buf))
+                        .await;
+                let Ok(Ok((status, headers))) = read else {
+                    return Err(e);
+                };
+                return Ok(Response {
+                    status,
+                    headers,
+                    body: Vec::new(),
+                });
+            }
+        }
+        (status, headers) = read_head(&mut stream, &mut buf).await?;
+    }
+    read_body(&mut stream, buf, status, headers).await
+}
+
 /// `GET path`.
 ///
 /// # Errors
@@ -148,8 +275,8 @@ fn upload_head(addr: SocketAddr, path: &str, len: usize) -> String {
 
 /// Reads one response head into `buf` and parses it; leaves in `buf` whatever
 /// followed the head.
-async fn read_head(
-    stream: &mut TcpStream,
+async fn read_head<R: AsyncRead + Unpin>(
+    stream: &mut R,
     buf: &mut Vec<u8>,
 ) -> io::Result<(u16, Vec<(String, String)>)> {
     loop {

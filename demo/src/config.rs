@@ -4,6 +4,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::server::MAX_UNITS;
+
 /// Everything a run needs. [`Config::default`] is what `admit-demo` runs with no
 /// arguments; [`Config::from_args`] applies the flags of [`USAGE`] on top of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +59,19 @@ pub struct Config {
     /// How long an upload session may stay idle (no request working on it) before
     /// it expires and its unit returns.
     pub idle_limit: Duration,
+    /// Clients that stall beside the others, placed before the first wave: half
+    /// (the odd one included) trickle a `POST /upload` body at a byte a second,
+    /// half open an upload session and send a `PATCH` that stops after a few
+    /// bytes. Not counted in `clients`. `None`: as many as fit, up to 4
+    /// ([`Config::stallers`]).
+    pub stallers: Option<usize>,
+    /// Honest slow clients beside the others, placed before the first wave: a
+    /// `POST /upload` of [`SLOW_BODY`] bytes sent at [`SLOW_RATE`]. Not counted
+    /// in `clients`. `None`: as many as fit, up to 2
+    /// ([`Config::slow_clients`]).
+    pub slow_clients: Option<usize>,
+    /// The progress rule's limits; `None`: the mode's own ([`Config::progress`]).
+    pub progress: Option<Progress>,
 }
 
 const KIB: u64 = 1 << 10;
@@ -69,6 +84,104 @@ pub const DEFAULT_PLOT: &str = "target/admit-demo.svg";
 
 /// The most clients a run may start: the demo's traffic stays small and bounded.
 pub const MAX_CLIENTS: usize = 2_000;
+
+/// Stallers by default, where the gate has room ([`Config::stallers`]).
+pub const DEFAULT_STALLERS: usize = 4;
+
+/// Slow clients by default, where the gate has room
+/// ([`Config::slow_clients`]).
+pub const DEFAULT_SLOW_CLIENTS: usize = 2;
+
+/// The body a slow client uploads: sent at [`SLOW_RATE`], it takes 2.5 s.
+pub const SLOW_BODY: usize = 40 * KIB as usize;
+
+/// The rate a slow client sends at, in bytes a second: a slow but real upload,
+/// which the progress rule never cuts.
+pub const SLOW_RATE: usize = 16 * KIB as usize;
+
+/// The calm limit of the progress rule in a run, unless `--progress` says
+/// otherwise: a run lasts seconds, not minutes.
+pub const RUN_PROGRESS: Duration = Duration::from_secs(2);
+
+/// The progress rule's limits ([`admit_tower::ProgressRule`]): how long a watched
+/// request's body may idle, how long it may send less than the minimum rate, how
+/// long its response may go unread; each generous while the gate is calm and
+/// shrinking toward a floor as its pressure rises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// admit-tower's defaults ([`ProgressRule::new`]): 30 s calm; under full
+    /// pressure a body idle 5 s, a grace of 10 s, a response unread 5 s.
+    ///
+    /// [`ProgressRule::new`]: admit_tower::ProgressRule::new
+    Library,
+    /// Every calm limit this long; under full pressure the idle limits a
+    /// quarter of it and the grace a half (`--progress 2s`: 500 ms, 1 s).
+    Scaled(Duration),
+    /// No rule (`--progress off`): a client that stalls keeps its units until
+    /// it hangs up.
+    Off,
+}
+
+/// The limits of a [`Progress`] rule in force: each as (calm, under full
+/// pressure), and the minimum rate in bytes a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgressLimits {
+    /// A request body that delivers nothing this long is cut.
+    pub idle: (Duration, Duration),
+    /// Past this, a body must keep up the minimum rate.
+    pub grace: (Duration, Duration),
+    /// Bytes a second a body must keep up after the grace.
+    pub min_rate: u64,
+    /// A response left unread this long is cut.
+    pub response_idle: (Duration, Duration),
+}
+
+impl Progress {
+    /// The limits, or `None` when the rule is off.
+    #[must_use]
+    pub fn limits(self) -> Option<ProgressLimits> {
+        let s = Duration::from_secs;
+        match self {
+            Self::Library => Some(ProgressLimits {
+                idle: (s(30), s(5)),
+                grace: (s(30), s(10)),
+                min_rate: KIB,
+                response_idle: (s(30), s(5)),
+            }),
+            Self::Scaled(calm) => Some(ProgressLimits {
+                idle: (calm, calm / 4),
+                grace: (calm, calm / 2),
+                min_rate: KIB,
+                response_idle: (calm, calm / 4),
+            }),
+            Self::Off => None,
+        }
+    }
+
+    /// The layer's rule, or `None` when off.
+    #[must_use]
+    pub fn rule(self) -> Option<admit_tower::ProgressRule> {
+        if self == Self::Library {
+            return Some(admit_tower::ProgressRule::new());
+        }
+        self.limits().map(|l| {
+            admit_tower::ProgressRule::new()
+                .idle(l.idle.0, l.idle.1)
+                .grace(l.grace.0, l.grace.1)
+                .min_rate(l.min_rate)
+                .response_idle(l.response_idle.0, l.response_idle.1)
+        })
+    }
+
+    /// The longest a stalled body can go uncut: the calm grace (a trickler's
+    /// bytes buy it a little more) and one look of the rule (it reads the
+    /// limits again every second); `None` when off.
+    #[must_use]
+    pub fn cut_within(self) -> Option<Duration> {
+        self.limits()
+            .map(|l| l.grace.0.max(l.idle.0) + admit_tower::progress::RECHECK)
+    }
+}
 
 /// The overload target a gate gets ([`GateBuilder::overload_target`]).
 ///
@@ -107,6 +220,9 @@ impl Default for Config {
             follow_memory_limit: None,
             sessions: None,
             idle_limit: Duration::from_secs(1),
+            stallers: None,
+            slow_clients: None,
+            progress: None,
         }
     }
 }
@@ -119,7 +235,7 @@ fixed wait budget and against one with an overload target as well, compares them
 exits 0 when every check held in both. About 20 s in all.
 
 USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with the verdict
-       admit-demo serve [FLAGS]    the server alone, until Ctrl-C; then it drains and exits
+       admit-demo serve [FLAGS]    the server alone, until Ctrl-C or SIGTERM; then it drains and exits
 
   --memory-budget SIZE     memory the upload sessions may use        [default: 128MiB]
   --session-buffer SIZE    staging buffer per session (one unit)     [default: 8MiB]
@@ -138,6 +254,19 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
                            [default: a tenth of the clients]
   --idle-limit TIME        an upload session idle this long expires, its unit returned
                            [default: 1s]
+  --stallers N             clients that stall beside the others, placed before the first
+                           wave: half trickle a POST /upload at 1 byte a second, half stall
+                           a session's PATCH after 10 bytes; each must be cut
+                           [default: 4, fewer if the gate has no room beside a mirror]
+  --slow-clients N         honest slow clients beside the others, placed before the first
+                           wave: a POST /upload of 40 KiB at 16 KiB/s; none may be cut
+                           [default: 2, fewer if the gate has no room beside the stallers]
+  --progress TIME          the progress rule: a watched request is cut (408) when its body
+                           idles TIME, or sends under 1 KiB/s past a grace of TIME, or its
+                           response goes unread TIME; under full pressure the idle limits
+                           shrink to a quarter of TIME and the grace to a half; 'default':
+                           admit-tower's (30s; 5s, 10s, 5s); 'off': no rule
+                           [default: 2s for a run, admit-tower's for serve]
   --waves N                the burst is sent in N waves, one hold apart, each a steady
                            stream over its hold                      [default: 6]
   --payload SIZE           request body size                         [default: 256KiB]
@@ -151,10 +280,10 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
   -h, --help               this text
 
 serve takes the server's flags (capacity, budget, overload target, hold, port, plot,
-max-waiters, grace, idle-limit, follow-memory-limit) and runs one gate, with the
-overload target unless it is 'off'; the load flags (--clients, --disconnects,
---disconnect-after, --sessions, --waves, --payload) are the load generator's and are
-refused there, and
+max-waiters, grace, idle-limit, progress, follow-memory-limit) and runs one gate, with
+the overload target unless it is 'off'; the load flags (--clients, --disconnects,
+--disconnect-after, --sessions, --stallers, --slow-clients, --waves, --payload) are
+the load generator's and are refused there, and
 --follow-memory-limit is serve's alone.
 
 SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
@@ -246,6 +375,16 @@ impl Config {
                 "--disconnect-after" => config.disconnect_after = parse_time(&flag, &value()?)?,
                 "--sessions" => config.sessions = Some(parse_count(&flag, &value()?)?),
                 "--idle-limit" => config.idle_limit = parse_time(&flag, &value()?)?,
+                "--stallers" => config.stallers = Some(parse_count(&flag, &value()?)?),
+                "--slow-clients" => config.slow_clients = Some(parse_count(&flag, &value()?)?),
+                "--progress" => {
+                    let v = value()?;
+                    config.progress = Some(match v.as_str() {
+                        "off" | "none" => Progress::Off,
+                        "default" => Progress::Library,
+                        _ => Progress::Scaled(parse_time(&flag, &v)?),
+                    });
+                }
                 "--waves" => config.waves = parse_count(&flag, &value()?)?,
                 "--payload" => {
                     let bytes = parse_size(&flag, &value()?)?;
@@ -270,7 +409,11 @@ impl Config {
                 _ => return Err(ArgError(format!("unknown argument {flag:?}; try --help"))),
             }
         }
-        config.validate()?;
+        if serve {
+            config.validate_serve()?;
+        } else {
+            config.validate()?;
+        }
         Ok(if serve {
             Command::Serve(config)
         } else {
@@ -284,6 +427,21 @@ impl Config {
     ///
     /// A message saying which value is out of range.
     pub fn validate(&self) -> Result<(), ArgError> {
+        self.check(false)
+    }
+
+    /// Checks that `serve` can run this: [`validate`](Self::validate) without the
+    /// load generator's constraints (its stallers' room in the gate, its hang-ups
+    /// against the progress rule).
+    ///
+    /// # Errors
+    ///
+    /// A message saying which value is out of range.
+    pub fn validate_serve(&self) -> Result<(), ArgError> {
+        self.check(true)
+    }
+
+    fn check(&self, serve: bool) -> Result<(), ArgError> {
         let fail = |m: String| Err(ArgError(m));
         if self.session_buffer == 0 {
             return fail("--session-buffer must be more than 0 bytes".into());
@@ -340,6 +498,11 @@ impl Config {
         if self.grace > Duration::from_secs(600) {
             return fail("--grace must be at most 600s".into());
         }
+        if let Some(Progress::Scaled(calm)) = self.progress {
+            if calm < Duration::from_millis(100) || calm > Duration::from_secs(600) {
+                return fail("--progress must be 100ms..=600s, 'default' or 'off'".into());
+            }
+        }
         if self
             .follow_memory_limit
             .is_some_and(|every| every < Duration::from_millis(100))
@@ -351,6 +514,44 @@ impl Config {
                 "this run would take about {:.0}s; keep (waves - 1) x hold + wait budget + hold \
                  under a minute",
                 self.planned_duration().as_secs_f64()
+            ));
+        }
+        if !serve {
+            self.check_load()?;
+        }
+        Ok(())
+    }
+
+    /// The load generator's own constraints.
+    fn check_load(&self) -> Result<(), ArgError> {
+        let fail = |m: String| Err(ArgError(m));
+        if let Some(limits) = self.progress(false).limits() {
+            if self.disconnects > 0 && limits.idle.1 <= self.disconnect_after {
+                return fail(format!(
+                    "--progress: under pressure its idle limit ({}) must be longer than \
+                     --disconnect-after ({}): a client admitted before it hangs up would \
+                     be cut first",
+                    crate::secs(limits.idle.1),
+                    crate::secs(self.disconnect_after)
+                ));
+            }
+        }
+        let placed = self.stallers() + self.slow_clients();
+        if placed > 0 {
+            let capacity = self.capacity_units();
+            if placed + MAX_UNITS > capacity {
+                return fail(format!(
+                    "--stallers and --slow-clients ({placed} units in all) must leave the gate \
+                     ({capacity} units) room for a mirror's {MAX_UNITS}: at most {} together",
+                    capacity.saturating_sub(MAX_UNITS)
+                ));
+            }
+        }
+        if self.slow_clients() > 0 && (SLOW_BODY as u64) > self.session_buffer {
+            return fail(format!(
+                "--slow-clients upload {}, more than a session buffer ({})",
+                bytes(SLOW_BODY as u64),
+                bytes(self.session_buffer)
             ));
         }
         Ok(())
@@ -365,6 +566,63 @@ impl Config {
             OverloadTarget::Given(target) => Some(target),
             OverloadTarget::Off => None,
         }
+    }
+
+    /// The progress rule in force: `--progress`, or for a run (`serve` false)
+    /// [`RUN_PROGRESS`] scaled to its seconds, for `serve` admit-tower's defaults.
+    #[must_use]
+    pub fn progress(&self, serve: bool) -> Progress {
+        self.progress.unwrap_or(if serve {
+            Progress::Library
+        } else {
+            Progress::Scaled(RUN_PROGRESS)
+        })
+    }
+
+    /// The gate's capacity in units: `--capacity`, or the memory budget over the
+    /// session buffer floored at [`MAX_UNITS`], as the gate's builder resolves it.
+    #[must_use]
+    pub fn capacity_units(&self) -> usize {
+        match self.capacity {
+            Some(units) => units,
+            None => admit::Capacity::from_memory_budget(self.memory_budget, self.session_buffer)
+                .floored(MAX_UNITS),
+        }
+    }
+
+    /// The gate's units the stallers and slow clients may hold: all but room for
+    /// a mirror's [`MAX_UNITS`], so the others can still be served.
+    fn room(&self) -> usize {
+        self.capacity_units().saturating_sub(MAX_UNITS)
+    }
+
+    /// Stallers: `--stallers`, or [`DEFAULT_STALLERS`] where the gate has room.
+    #[must_use]
+    pub fn stallers(&self) -> usize {
+        self.stallers
+            .unwrap_or_else(|| DEFAULT_STALLERS.min(self.room()))
+    }
+
+    /// Slow clients: `--slow-clients`, or [`DEFAULT_SLOW_CLIENTS`] where the gate
+    /// has room beside the stallers.
+    #[must_use]
+    pub fn slow_clients(&self) -> usize {
+        self.slow_clients.unwrap_or_else(|| {
+            DEFAULT_SLOW_CLIENTS.min(self.room().saturating_sub(self.stallers()))
+        })
+    }
+
+    /// Of the stallers, those that trickle an upload (the odd one included); the
+    /// rest stall a session's `PATCH`.
+    #[must_use]
+    pub fn tricklers(&self) -> usize {
+        self.stallers().div_ceil(2)
+    }
+
+    /// How long a slow client takes: its body at [`SLOW_RATE`], then the hold.
+    #[must_use]
+    pub fn slow_upload(&self) -> Duration {
+        Duration::from_secs_f64(SLOW_BODY as f64 / SLOW_RATE as f64) + self.hold
     }
 
     /// Clients that run an upload session: `--sessions`, or a tenth of the clients.
@@ -398,7 +656,10 @@ impl Config {
     /// About how long the load lasts: the last wave starts at `(waves − 1) × gap`,
     /// and its requests end within a wait budget and a hold after that (an upload
     /// session's, within a wait budget, its pauses and, if it went quiet, the
-    /// idle limit before its late request).
+    /// idle limit before its late request). The stallers and slow clients, placed
+    /// before the first wave, end within the progress rule's calm limits (and a
+    /// stalled `PATCH`, past the idle limit after its cut, with its late request)
+    /// and within their upload; a staller not cut by then gives up.
     #[must_use]
     pub fn planned_duration(&self) -> Duration {
         let waves = u32::try_from(self.waves).unwrap_or(u32::MAX);
@@ -407,9 +668,21 @@ impl Config {
         } else {
             Duration::ZERO
         };
-        self.wave_gap()
+        let load = self
+            .wave_gap()
             .saturating_mul(waves.saturating_sub(1))
-            .saturating_add(self.wait_budget + self.hold.max(session))
+            .saturating_add(self.wait_budget + self.hold.max(session));
+        let stalled = if self.stallers() > 0 {
+            self.progress(false).cut_within().unwrap_or(Duration::ZERO) + self.late_request_after()
+        } else {
+            Duration::ZERO
+        };
+        let slow = if self.slow_clients() > 0 {
+            self.slow_upload()
+        } else {
+            Duration::ZERO
+        };
+        load.max(stalled).max(slow)
     }
 }
 
@@ -419,6 +692,8 @@ const LOAD_FLAGS: &[&str] = &[
     "--disconnects",
     "--disconnect-after",
     "--sessions",
+    "--stallers",
+    "--slow-clients",
     "--waves",
     "--payload",
 ];
@@ -492,5 +767,32 @@ mod tests {
         assert!(parse_time("f", "2").is_err());
         assert_eq!(bytes(8 * MIB), "8 MiB");
         assert_eq!(bytes(1536 * KIB), "1.5 MiB");
+    }
+
+    /// The limits the demo prints for `--progress default` are admit-tower's
+    /// defaults, and a scaled rule is what it says.
+    #[test]
+    fn progress_limits_are_the_rules() {
+        use admit_tower::ProgressRule;
+        let build = |l: ProgressLimits| {
+            ProgressRule::new()
+                .idle(l.idle.0, l.idle.1)
+                .grace(l.grace.0, l.grace.1)
+                .min_rate(l.min_rate)
+                .response_idle(l.response_idle.0, l.response_idle.1)
+        };
+        let library = Progress::Library.limits().unwrap();
+        assert_eq!(build(library), ProgressRule::new());
+        assert_eq!(Progress::Library.rule(), Some(ProgressRule::new()));
+        let scaled = Progress::Scaled(Duration::from_secs(2)).limits().unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(scaled.idle, (ms(2000), ms(500)));
+        assert_eq!(scaled.grace, (ms(2000), ms(1000)));
+        assert_eq!(scaled.response_idle, (ms(2000), ms(500)));
+        assert_eq!(Progress::Scaled(ms(2000)).rule(), Some(build(scaled)),);
+        assert_eq!(Progress::Off.rule(), None);
+        let config = Config::default();
+        assert_eq!(config.progress(false), Progress::Scaled(RUN_PROGRESS));
+        assert_eq!(config.progress(true), Progress::Library);
     }
 }

@@ -4,8 +4,9 @@
 //! `cargo run -p admit-demo` runs [`run_blocking`] with
 //! [`Config::default`]: it derives the gate's capacity from a memory budget, starts
 //! the server on an ephemeral loopback port, sends a burst of uploads in waves (some
-//! clients hanging up while parked), prints a [`Report`] whose checks decide the
-//! exit code. It does so twice ([`compare`]), with the same load: against a gate
+//! clients hanging up while parked; beside them clients that stall, which the
+//! layer's progress rule must cut, and slow ones it must not), prints a [`Report`]
+//! whose checks decide the exit code. It does so twice ([`compare`]), with the same load: against a gate
 //! with a fixed wait budget, then against one with an overload target too, and
 //! prints a [`Comparison`] and draws both runs side by side as an SVG
 //! ([`timeline`]). The integration test calls [`run`] and [`compare`] with a short
@@ -55,7 +56,7 @@ use admit::{Capacity, DrainTimeout, ShedReason, Source};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use tokio::net::TcpListener;
 
-pub use config::{Command, Config, OverloadTarget, USAGE};
+pub use config::{Command, Config, OverloadTarget, Progress, USAGE};
 pub use report::{Check, ClosedProbe, Comparison, Report, ServerCounts};
 pub use scrape::Scrape;
 pub use server::Route;
@@ -100,8 +101,9 @@ struct Setup {
     timeline: (tokio::task::JoinHandle<Timeline>, Arc<AtomicBool>),
 }
 
-/// Recorder, gate, server, timeline; prints the header when `config.verbose`.
-async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
+/// Recorder, gate, server (with the progress rule of a run, or of `serve`),
+/// timeline; prints the header when `config.verbose`.
+async fn start(config: &Config, title: &str, serve: bool) -> Result<Setup, RunError> {
     let say = |line: String| {
         if config.verbose {
             println!("{line}");
@@ -190,6 +192,8 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
         "  sessions  POST /v2/uploads leases its unit to the session until PUT, DELETE, or {} idle",
         secs(config.idle_limit)
     ));
+    let progress = config.progress(serve);
+    say(progress_header(progress));
     let listener = TcpListener::bind(("127.0.0.1", config.port)).await?;
     let sessions = admit_tokio::leases(&gate, config.idle_limit);
     let app = Arc::new(App {
@@ -201,7 +205,7 @@ async fn start(config: &Config, title: &str) -> Result<Setup, RunError> {
         sessions: sessions.clone(),
         ids: IdMinter::default(),
     });
-    let server = Server::start(listener, app)?;
+    let server = Server::start_with_progress(listener, app, progress.rule())?;
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = tokio::spawn(timeline::record(
         gate.clone(),
@@ -329,6 +333,7 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
             "admit demo, run {which}: an upload server behind an admission gate ({}), and a burst of clients",
             gate_title(&config)
         ),
+        false,
     )
     .await?;
     let (gate, stats, addr) = (
@@ -355,6 +360,18 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
         load::SESSION_CHUNKS,
         secs(config.session_pause()),
     ));
+    if config.stallers() + config.slow_clients() > 0 {
+        let tricklers = config.tricklers();
+        say(format!(
+            "            beside them, placed first: {} stallers ({tricklers} POST /upload trickling 1 B/s, {} session PATCHes stalled after {} B), {} slow clients (POST /upload, {} at {}/s)",
+            config.stallers(),
+            config.stallers() - tricklers,
+            load::STALLED_PATCH_SENT,
+            config.slow_clients(),
+            bytes(config::SLOW_BODY as u64),
+            bytes(config::SLOW_RATE as u64),
+        ));
+    }
 
     // 4. Before any load: every source's shed counter is already there, at 0, for
     //    each reason.
@@ -476,10 +493,11 @@ pub async fn serve(
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Served, RunError> {
-    config.validate()?;
+    config.validate_serve()?;
     let mut setup = start(
         &config,
         "admit demo: an upload server behind an admission gate (serve: no load generator)",
+        true,
     )
     .await?;
     let addr = setup.server.addr;
@@ -650,6 +668,23 @@ fn derivation(config: &Config, capacity: Capacity, resolved: usize) -> String {
         bytes(config.memory_budget),
         bytes(config.session_buffer),
     )
+}
+
+/// The header's `progress` line: the rule's limits, or that it is off.
+fn progress_header(progress: config::Progress) -> String {
+    match progress.limits() {
+        None => "  progress  off: a client that stalls keeps its units until it hangs up".into(),
+        Some(l) => format!(
+            "  progress  a watched request (an upload, a session's PATCH) is cut, 408 + Connection: close, when its body idles {}, or sends under {}/s past a grace of {}, or its response goes unread {}; under full pressure {}, {}, {}",
+            secs(l.idle.0),
+            bytes(l.min_rate),
+            secs(l.grace.0),
+            secs(l.response_idle.0),
+            secs(l.idle.1),
+            secs(l.grace.1),
+            secs(l.response_idle.1),
+        ),
+    }
 }
 
 /// `2s`, `250ms`, `1.5s`.

@@ -3,6 +3,12 @@
 //! sessions that span requests (`POST /v2/uploads`, `PATCH`es, then `PUT`, `DELETE`
 //! or nothing more). Each wave is a steady stream over one wave gap (a hold), so the
 //! waves together are sustained overload.
+//!
+//! Beside them, placed before the first wave (each admitted into a gate with room
+//! for them all, so each holds its unit when the waves come): clients that stall
+//! (a `POST /upload` trickling a byte a second; an upload session whose `PATCH`
+//! stops after a few bytes), which the progress rule must cut, and honest slow
+//! clients (a `POST /upload` at 16 KiB a second), which it must not.
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -12,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use crate::client;
-use crate::config::Config;
+use crate::client::{self, StallEnd};
+use crate::config::{Config, SLOW_BODY, SLOW_RATE};
 use crate::scrape::Scrape;
 use crate::server::{Route, UploadGate, RESUMED};
 use crate::sessions::{digest, UPLOADS};
@@ -86,11 +92,73 @@ pub struct SessionRun {
 /// The `PATCH`es of a session: the body in this many chunks.
 pub const SESSION_CHUNKS: usize = 3;
 
+/// The body a trickling staller announces (it sends a byte a second of it).
+pub const TRICKLE_LENGTH: usize = 256 << 10;
+
+/// The pause between a trickling staller's bytes.
+pub const TRICKLE_EVERY: Duration = Duration::from_secs(1);
+
+/// The body a stalled `PATCH` announces, and the bytes of it sent before it stops.
+pub const STALLED_PATCH_LENGTH: usize = 100_000;
+/// See [`STALLED_PATCH_LENGTH`].
+pub const STALLED_PATCH_SENT: usize = 10;
+
+/// How a staller misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallKind {
+    /// `POST /upload` announcing [`TRICKLE_LENGTH`] bytes (no `Expect`), then a
+    /// byte every [`TRICKLE_EVERY`].
+    Trickle,
+    /// `POST /v2/uploads`, then a `PATCH` of the session announcing
+    /// [`STALLED_PATCH_LENGTH`] bytes that stops after [`STALLED_PATCH_SENT`];
+    /// once cut, it comes back past the idle limit to see what it is told.
+    Patch,
+}
+
+/// What one staller saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StallerResult {
+    /// How it stalled.
+    pub kind: StallKind,
+    /// How the server ended its stalled request, and how long after it was sent;
+    /// `None`: not before the staller gave up, at the run's planned end.
+    pub ended: Option<(Duration, StallEnd)>,
+    /// A stalled `PATCH` that was cut: the answer (status, body) to its late
+    /// request, sent past the idle limit after the cut.
+    pub late_answer: Option<(u16, String)>,
+    /// What went wrong before it could stall (its session's `POST` not answered
+    /// `202`, a connection error); none expected.
+    pub failed: Option<String>,
+    /// A [`StallKind::Patch`] staller whose `POST` opened an upload session.
+    pub opened_session: bool,
+}
+
+impl StallerResult {
+    /// Whether the server cut it: `408`, or its connection closed.
+    #[must_use]
+    pub fn cut(&self) -> bool {
+        self.ended.is_some_and(|(_, end)| end.is_cut())
+    }
+}
+
+/// What one slow client saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlowResult {
+    /// The status of its answer, or what went wrong.
+    pub answer: Result<u16, String>,
+    /// From its request to its answer.
+    pub took: Duration,
+}
+
 /// What the load generator measured besides the clients' results.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     /// Every client's result.
     pub results: Vec<ClientResult>,
+    /// Every staller's result.
+    pub stallers: Vec<StallerResult>,
+    /// Every slow client's result.
+    pub slow: Vec<SlowResult>,
     /// The most units in use seen by sampling `Gate::in_use` every 2 ms.
     pub peak_in_use: usize,
     /// The most `units_in_use` seen in the scrapes of `/metrics` during the run.
@@ -141,6 +209,9 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
 
     let payload: Arc<[u8]> = vec![0x5a; config.payload].into();
     let client_timeout = config.planned_duration() + Duration::from_secs(10);
+    let (mut stallers, mut slow) = place(config, addr, gate).await;
+    // The waves' clock: from the first wave, once the stallers hold their units.
+    let started = Instant::now();
     let mut clients = JoinSet::new();
     let mut next_client = 0;
     let mut next_hang_up = 0;
@@ -275,15 +346,157 @@ pub async fn run(config: &Config, addr: SocketAddr, gate: &UploadGate) -> Observ
             session: None,
         }));
     }
+    let mut stalled = Vec::with_capacity(config.stallers());
+    while let Some(joined) = stallers.join_next().await {
+        stalled.push(joined.unwrap_or_else(|e| StallerResult {
+            kind: StallKind::Trickle,
+            ended: None,
+            late_answer: None,
+            failed: Some(format!("staller task: {e}")),
+            opened_session: false,
+        }));
+    }
+    let mut slowly = Vec::with_capacity(config.slow_clients());
+    while let Some(joined) = slow.join_next().await {
+        slowly.push(joined.unwrap_or_else(|e| SlowResult {
+            answer: Err(format!("slow client task: {e}")),
+            took: Duration::ZERO,
+        }));
+    }
     finished.store(true, Ordering::Relaxed);
     let peak_in_use = sampler.await.unwrap_or(usize::MAX);
     let (peak_in_use_scraped, scrapes) = watcher.await.unwrap_or((f64::INFINITY, 0));
     Observed {
         results,
+        stallers: stalled,
+        slow: slowly,
         peak_in_use,
         peak_in_use_scraped,
         scrapes,
     }
+}
+
+/// Starts the stallers and the slow clients, and returns once each holds its
+/// unit (each is admitted at once: the gate has room for them all, and nobody
+/// else is there yet), or after 5 s. A staller gives up (hangs up) if it is not
+/// cut by the run's planned end.
+async fn place(
+    config: &Config,
+    addr: SocketAddr,
+    gate: &UploadGate,
+) -> (JoinSet<StallerResult>, JoinSet<SlowResult>) {
+    let patience = config.planned_duration();
+    let late = config.late_request_after();
+    let mut stallers = JoinSet::new();
+    for i in 0..config.stallers() {
+        if i < config.tricklers() {
+            stallers.spawn(async move {
+                let outcome = client::stall(
+                    addr,
+                    "POST",
+                    Route::Upload.path(),
+                    TRICKLE_LENGTH,
+                    b"",
+                    Some(TRICKLE_EVERY),
+                    patience,
+                )
+                .await;
+                StallerResult {
+                    kind: StallKind::Trickle,
+                    ended: outcome.as_ref().ok().copied().flatten(),
+                    late_answer: None,
+                    failed: outcome
+                        .err()
+                        .map(|e| format!("POST /upload (staller): {e}")),
+                    opened_session: false,
+                }
+            });
+        } else {
+            stallers.spawn(patch_staller(addr, patience, late));
+        }
+    }
+    let body: Arc<[u8]> = vec![0x51; SLOW_BODY].into();
+    let client_timeout = config.planned_duration() + Duration::from_secs(10);
+    let mut slow = JoinSet::new();
+    for _ in 0..config.slow_clients() {
+        let body = Arc::clone(&body);
+        slow.spawn(async move {
+            let started = Instant::now();
+            let sent = client::post_slowly(addr, Route::Upload.path(), &body, SLOW_RATE);
+            let answer = match tokio::time::timeout(client_timeout, sent).await {
+                Ok(Ok(response)) => Ok(response.status),
+                Ok(Err(e)) => Err(format!("POST /upload (slow client): {e}")),
+                Err(_) => Err("POST /upload (slow client): no answer in time".into()),
+            };
+            SlowResult {
+                answer,
+                took: started.elapsed(),
+            }
+        });
+    }
+    let placed = config.stallers() + config.slow_clients();
+    let until = Instant::now() + Duration::from_secs(5);
+    while placed > 0 && gate.in_use() < placed && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    (stallers, slow)
+}
+
+/// A staller of [`StallKind::Patch`]: opens an upload session, sends a `PATCH`
+/// that stops after a few bytes and waits (at most `patience`) for the server to
+/// end it; once cut, waits `late` (past the idle limit) and sends one more
+/// `PATCH`, to see what it is told.
+async fn patch_staller(addr: SocketAddr, patience: Duration, late: Duration) -> StallerResult {
+    let mut result = StallerResult {
+        kind: StallKind::Patch,
+        ended: None,
+        late_answer: None,
+        failed: None,
+        opened_session: false,
+    };
+    let location = match client::request(addr, "POST", UPLOADS, b"").await {
+        Ok(r) if r.status == 202 => r.header("location").map(str::to_owned),
+        Ok(r) => {
+            result.failed = Some(format!("POST {UPLOADS} (staller): status {}", r.status));
+            return result;
+        }
+        Err(e) => {
+            result.failed = Some(format!("POST {UPLOADS} (staller): {e}"));
+            return result;
+        }
+    };
+    let Some(location) = location else {
+        result.failed = Some(format!("POST {UPLOADS} (staller): 202 without Location"));
+        return result;
+    };
+    result.opened_session = true;
+    let sent = [b'x'; STALLED_PATCH_SENT];
+    let stalled = client::stall(
+        addr,
+        "PATCH",
+        &location,
+        STALLED_PATCH_LENGTH,
+        &sent,
+        None,
+        patience,
+    )
+    .await;
+    match stalled {
+        Ok(ended) => result.ended = ended,
+        Err(e) => {
+            result.failed = Some(format!("PATCH {location} (staller): {e}"));
+            return result;
+        }
+    }
+    if result.cut() {
+        tokio::time::sleep(late).await;
+        let answer = client::request(addr, "PATCH", &location, b"late").await;
+        result.late_answer = Some(match answer {
+            Ok(r) => (r.status, String::from_utf8_lossy(&r.body).trim().to_owned()),
+            Err(e) => (0, e.to_string()),
+        });
+    }
+    result
 }
 
 /// Whether place `slot` of a wave of `size` is one of its `hang_ups` evenly spaced

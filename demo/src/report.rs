@@ -4,12 +4,13 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use admit::{LeaseEnd, Priority, ShedReason, Source};
+use admit::{CutReason, LeaseEnd, Priority, ShedReason, Source};
 
-use crate::config::Config;
-use crate::load::{Observed, Outcome, Plan};
+use crate::client::StallEnd;
+use crate::config::{bytes, Config, SLOW_RATE};
+use crate::load::{Observed, Outcome, Plan, SlowResult, StallKind, StallerResult};
 use crate::scrape::Scrape;
-use crate::server::{reason_index, Route, ServerStats, REASONS, ROUTES};
+use crate::server::{reason_index, Route, ServerStats, CUT_REASONS, REASONS, ROUTES};
 use crate::sessions::SessionEnds;
 use crate::timeline::Timeline;
 use crate::{by_reason, secs, Drained};
@@ -29,8 +30,10 @@ pub struct ServerCounts {
     pub closed: usize,
     /// `GateError::ExceedsCapacity`.
     pub exceeds_capacity: usize,
-    /// Admitted, body incomplete.
+    /// Admitted, body incomplete (not a cut).
     pub body_errors: usize,
+    /// Requests the progress rule cut, per reason in [`CutReason::ALL`] order.
+    pub cuts: [usize; CUT_REASONS],
 }
 
 impl From<&ServerStats> for ServerCounts {
@@ -48,6 +51,7 @@ impl From<&ServerStats> for ServerCounts {
             closed: n(&s.closed),
             exceeds_capacity: n(&s.exceeds_capacity),
             body_errors: n(&s.body_errors),
+            cuts: s.cuts.each_ref().map(n),
         }
     }
 }
@@ -81,6 +85,11 @@ pub struct SessionClients {
     pub told_expired: usize,
     /// The other answers to late requests (status, body), none expected.
     pub late_answers_otherwise: Vec<(u16, String)>,
+    /// Sessions opened by stallers (whose `PATCH` then stalled).
+    pub stalled: usize,
+    /// Of those, cut and back past the idle limit, told `404 BLOB_UPLOAD_UNKNOWN`
+    /// expired.
+    pub stalled_told_expired: usize,
 }
 
 /// One check and whether it held.
@@ -151,6 +160,10 @@ pub struct Report {
     pub session_clients: SessionClients,
     /// The upload sessions as the server's observer heard them end.
     pub sessions: SessionEnds,
+    /// The stallers, as each saw its stalled request end.
+    pub stallers: Vec<StallerResult>,
+    /// The slow clients' answers.
+    pub slow: Vec<SlowResult>,
     /// Wall time of the whole run.
     pub elapsed: Duration,
     /// The time the run was planned to take, plus slack: beyond it, a check fails.
@@ -208,6 +221,8 @@ impl Report {
             idle_limit: config.idle_limit,
             session_clients: SessionClients::default(),
             sessions,
+            stallers: observed.stallers.clone(),
+            slow: observed.slow.clone(),
             elapsed,
             time_limit: config.planned_duration() + Duration::from_secs(15),
             checks: Vec::new(),
@@ -239,20 +254,144 @@ impl Report {
                 Plan::GoQuiet => {
                     sessions.went_quiet += 1;
                     match &run.late_answer {
-                        Some((404, body))
-                            if body.contains("\"BLOB_UPLOAD_UNKNOWN\"")
-                                && body.contains("expired") =>
-                        {
-                            sessions.told_expired += 1;
-                        }
+                        Some(answer) if told_expired(answer) => sessions.told_expired += 1,
                         Some(other) => sessions.late_answers_otherwise.push(other.clone()),
                         None => {}
                     }
                 }
             }
         }
+        for staller in &observed.stallers {
+            let sessions = &mut report.session_clients;
+            if staller.opened_session {
+                sessions.stalled += 1;
+                if staller.late_answer.as_ref().is_some_and(told_expired) {
+                    sessions.stalled_told_expired += 1;
+                }
+            }
+        }
         report.checks = report.run_checks();
         report
+    }
+
+    /// The checks of the stallers and the slow clients: the stallers cut, and
+    /// nobody else (always checked: without stallers, nobody is cut); each cut
+    /// counted once, per reason and per source; a stalled `PATCH`'s session
+    /// expired once it was cut; the slow clients served.
+    fn stall_checks(&self, check: &mut impl FnMut(&'static str, bool, String)) {
+        let (tricklers, tricklers_cut) = self.stallers_cut(StallKind::Trickle);
+        let (patches, patches_cut) = self.stallers_cut(StallKind::Patch);
+        if !self.stallers.is_empty() {
+            let not_cut: Vec<String> = self
+                .stallers
+                .iter()
+                .filter(|s| !s.cut())
+                .map(|s| match (&s.failed, s.ended) {
+                    (Some(why), _) => why.clone(),
+                    (None, Some((at, StallEnd::Answered(status)))) => {
+                        format!("{:?} answered {status} after {at:?}", s.kind)
+                    }
+                    (None, _) => format!("{:?} still open when it gave up", s.kind),
+                })
+                .collect();
+            check(
+                "every staller cut (408 or its connection closed) before the run's end",
+                not_cut.is_empty(),
+                format!(
+                    "{} of {} cut; not cut: {:?}",
+                    tricklers_cut + patches_cut,
+                    self.stallers.len(),
+                    not_cut.iter().take(3).collect::<Vec<_>>()
+                ),
+            );
+        }
+        let heard: usize = self.server.cuts.iter().sum();
+        let per_reason: Vec<_> = CutReason::ALL
+            .iter()
+            .map(|&reason| {
+                (
+                    reason,
+                    self.after.sum("cuts_total", &[("reason", reason.label())]),
+                    self.cuts_for(reason),
+                )
+            })
+            .collect();
+        let source = |route: Route, reason: Option<CutReason>| {
+            let mut labels = vec![("source", route.label())];
+            if let Some(reason) = reason {
+                labels.push(("reason", reason.label()));
+            }
+            self.after.sum("cuts_total", &labels)
+        };
+        let cut = |n: usize| Some(n as f64);
+        check(
+            "cut: the stallers and nobody else, each once (cuts heard = cuts_total, per reason \
+             and source; a stalled PATCH for idle)",
+            heard == tricklers_cut + patches_cut
+                && per_reason
+                    .iter()
+                    .all(|(_, metric, heard)| *metric == cut(*heard))
+                && self.cuts_for(CutReason::Response) == 0
+                && source(Route::Upload, None) == cut(tricklers_cut)
+                && source(Route::Mirror, None) == cut(0)
+                && source(Route::Session, None) == cut(patches_cut)
+                && source(Route::Session, Some(CutReason::Idle)) == cut(patches_cut),
+            format!(
+                "heard {heard} ({}), stallers cut: trickle {tricklers_cut} of {tricklers}, PATCH \
+                 {patches_cut} of {patches}; cuts_total: {}; by source: upload {:?}, mirror \
+                 {:?}, session {:?} (idle {:?})",
+                by_cut_reason(|r| self.cuts_for(r).to_string()),
+                per_reason
+                    .iter()
+                    .map(|(reason, metric, _)| format!("{} {metric:?}", reason.label()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                source(Route::Upload, None),
+                source(Route::Mirror, None),
+                source(Route::Session, None),
+                source(Route::Session, Some(CutReason::Idle)),
+            ),
+        );
+        let c = &self.session_clients;
+        if c.stalled > 0 {
+            check(
+                "stalled PATCHes' sessions back to idle once cut, then expired, their units back",
+                c.stalled_told_expired == c.stalled && self.sessions.units_after_idle == 0,
+                format!(
+                    "{} of {} told 404 expired when back past the idle limit; {} session units \
+                     held after the idle limit",
+                    c.stalled_told_expired, c.stalled, self.sessions.units_after_idle
+                ),
+            );
+        }
+        if !self.slow.is_empty() {
+            let served = self.slow.iter().filter(|s| s.answer == Ok(200)).count();
+            check(
+                "slow clients at 16 KiB/s served (200), never cut",
+                served == self.slow.len(),
+                format!(
+                    "{served} of {} served; answers {:?}",
+                    self.slow.len(),
+                    self.slow.iter().map(|s| &s.answer).collect::<Vec<_>>()
+                ),
+            );
+        }
+    }
+
+    /// The stallers of `kind`, and how many of them were cut.
+    #[must_use]
+    pub fn stallers_cut(&self, kind: StallKind) -> (usize, usize) {
+        let of: Vec<_> = self.stallers.iter().filter(|s| s.kind == kind).collect();
+        (of.len(), of.iter().filter(|s| s.cut()).count())
+    }
+
+    /// The server's cuts for `reason`.
+    #[must_use]
+    pub fn cuts_for(&self, reason: CutReason) -> usize {
+        CutReason::ALL
+            .iter()
+            .position(|&r| r == reason)
+            .map_or(0, |i| self.server.cuts[i])
     }
 
     /// Clients shed, over every route.
@@ -281,11 +420,19 @@ impl Report {
             format!(
                 "PASS: all {} checks held: never over capacity, every shed a 503 with Retry-After, \
                  shed_total = 503s seen ({}), hang-ups counted nowhere, every upload session \
-                 ended once ({}), its buffer freed before its unit, drained at shutdown, \
+                 ended once ({}), its buffer freed before its unit, {}drained at shutdown, \
                  units back to 0",
                 self.checks.len(),
                 self.shed_total(),
                 self.sessions.ended_total(),
+                if self.stallers.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "every staller cut ({}) and nobody else, ",
+                        self.stallers.len()
+                    )
+                },
             )
         } else {
             let reasons: Vec<_> = failed
@@ -327,7 +474,9 @@ impl Report {
     fn run_checks(&self) -> Vec<Check> {
         let cap = self.capacity as f64;
         let mut checks = Vec::new();
-        let mut check = |name, ok, detail: String| checks.push(Check { name, ok, detail });
+        let mut check = |name: &'static str, ok: bool, detail: String| {
+            checks.push(Check { name, ok, detail });
+        };
 
         let zeros: Vec<_> = Route::ALL
             .iter()
@@ -482,15 +631,16 @@ impl Report {
         let c = &self.session_clients;
         check(
             "every upload session ended exactly once",
-            s.opened == c.opened
+            s.opened == c.opened + c.stalled
                 && s.opened == s.ended_total()
                 && s.ended_once == s.opened
                 && s.ended_more_than_once + s.not_ended + s.unidentified == 0,
             format!(
-                "opened {} (clients saw {}), ended {} ({}); ended once {}, more than once {}, \
-                 not ended {}, ends of no session {}",
+                "opened {} (clients saw {}, stallers {}), ended {} ({}); ended once {}, \
+                 more than once {}, not ended {}, ends of no session {}",
                 s.opened,
                 c.opened,
+                c.stalled,
                 s.ended_total(),
                 by_how(|how| s.ended(how).to_string()),
                 s.ended_once,
@@ -500,15 +650,18 @@ impl Report {
             ),
         );
         check(
-            "upload sessions ended as their clients ended them: expired = went quiet",
+            "upload sessions ended as their clients ended them: expired = went quiet or stalled",
             s.ended(LeaseEnd::Finished) == c.finished
                 && s.ended(LeaseEnd::Cancelled) == c.cancelled
-                && s.ended(LeaseEnd::Expired) + s.ended(LeaseEnd::Drained) == c.went_quiet
+                && s.ended(LeaseEnd::Expired) + s.ended(LeaseEnd::Drained)
+                    == c.went_quiet + c.stalled
                 && s.ended(LeaseEnd::Drained) == 0
+                && s.ended(LeaseEnd::Aged) == 0
                 && c.told_expired == c.went_quiet,
             format!(
                 "finished {} (PUT 201 {}), cancelled {} (DELETE 204 {}), expired {} + drained {} \
-                 (went quiet {}, of them told 404 expired when back {}; other answers {:?})",
+                 (went quiet {}, of them told 404 expired when back {}; stalled {}; other \
+                 answers {:?}), aged {}",
                 s.ended(LeaseEnd::Finished),
                 c.finished,
                 s.ended(LeaseEnd::Cancelled),
@@ -517,7 +670,9 @@ impl Report {
                 s.ended(LeaseEnd::Drained),
                 c.went_quiet,
                 c.told_expired,
+                c.stalled,
                 c.late_answers_otherwise.iter().take(3).collect::<Vec<_>>(),
+                s.ended(LeaseEnd::Aged),
             ),
         );
         check(
@@ -564,6 +719,7 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join("; "),
         );
+        self.stall_checks(&mut check);
         check(
             "drained at shutdown: every unit back within the grace period",
             self.drained.is_complete(),
@@ -579,6 +735,33 @@ impl Report {
             ),
         );
         checks
+    }
+}
+
+/// Whether a late request's answer (status, body) says its session expired.
+fn told_expired(answer: &(u16, String)) -> bool {
+    let (status, body) = answer;
+    *status == 404 && body.contains("\"BLOB_UPLOAD_UNKNOWN\"") && body.contains("expired")
+}
+
+/// Something per cut reason, as `idle …, rate …, response …`.
+fn by_cut_reason(each: impl Fn(CutReason) -> String) -> String {
+    CutReason::ALL
+        .iter()
+        .map(|&reason| format!("{} {}", reason.label(), each(reason)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The range of `times` as `1.1-1.6s` (`1.1s` when one value; `-` when none).
+fn span(times: impl Iterator<Item = Duration>) -> String {
+    let times: Vec<f64> = times.map(|t| t.as_secs_f64()).collect();
+    let lo = times.iter().copied().reduce(f64::min);
+    let hi = times.iter().copied().reduce(f64::max);
+    match (lo, hi) {
+        (Some(lo), Some(hi)) if format!("{lo:.1}") == format!("{hi:.1}") => format!("{lo:.1}s"),
+        (Some(lo), Some(hi)) => format!("{lo:.1}-{hi:.1}s"),
+        _ => "-".into(),
     }
 }
 
@@ -686,6 +869,40 @@ impl fmt::Display for Report {
             by_how(|how| format!("{} ({:.1} unit-s)", s.ended(how), s.unit_seconds(how))),
             secs(self.idle_limit),
         )?;
+        if !self.stallers.is_empty() || !self.slow.is_empty() {
+            let (tricklers, _) = self.stallers_cut(StallKind::Trickle);
+            let (patches, _) = self.stallers_cut(StallKind::Patch);
+            let cut: Vec<&StallerResult> = self.stallers.iter().filter(|s| s.cut()).collect();
+            let answered_408 = cut
+                .iter()
+                .filter(|s| {
+                    s.ended
+                        .is_some_and(|(_, end)| end == StallEnd::Answered(408))
+                })
+                .count();
+            writeln!(
+                f,
+                "  stalled   {} stallers ({tricklers} trickle, {patches} PATCH): {} cut after {} ({answered_408} told 408, {} closed); cuts by reason: {}; stalled sessions told expired when back: {} of {}",
+                self.stallers.len(),
+                cut.len(),
+                span(cut.iter().filter_map(|s| s.ended.map(|(at, _)| at))),
+                cut.len() - answered_408,
+                by_cut_reason(|reason| self.cuts_for(reason).to_string()),
+                self.session_clients.stalled_told_expired,
+                self.session_clients.stalled,
+            )?;
+            let served: Vec<&SlowResult> =
+                self.slow.iter().filter(|s| s.answer == Ok(200)).collect();
+            writeln!(
+                f,
+                "            {} slow clients at {}/s: {} served (200) after {}, {} not served",
+                self.slow.len(),
+                bytes(SLOW_RATE as u64),
+                served.len(),
+                span(served.iter().map(|s| s.took)),
+                self.slow.len() - served.len(),
+            )?;
+        }
         writeln!(
             f,
             "  units     peak in use {}/{} (gate, sampled every 2ms), {}/{} (units_in_use gauge, {} scrapes); at the end {}",

@@ -10,7 +10,9 @@
 //! (with `Expect: 100-continue`) its client has not sent the body; it answers a
 //! shed with `503` + `Retry-After`, writes nothing to a client that hung up while
 //! parked (the `PeerWatch` notices), and holds the units until the response has
-//! been sent. What is left here is the demo's own:
+//! been sent. Its progress rule cuts an admitted request (and a session's `PATCH`,
+//! decided [`Decision::watch`]) whose client stalls: `408`, `Connection: close`.
+//! What is left here is the demo's own:
 //! the staging buffers, the simulated processing, and the server-side tallies.
 
 use std::io;
@@ -24,7 +26,9 @@ use admit::{
     OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
 };
 use admit_metrics::MetricsObserver;
-use admit_tower::{AdmitLayer, AdmitPermit, ClientGone, Decision, PeerWatch};
+use admit_tower::{
+    AdmitLayer, AdmitPermit, BodyCut, ClientGone, Decision, PeerWatch, ProgressRule,
+};
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::header::CONTENT_TYPE;
@@ -376,15 +380,35 @@ pub struct Server {
 }
 
 impl Server {
-    /// Serves `app` on `listener` until [`stop`](Self::stop).
+    /// Serves `app` on `listener` until [`stop`](Self::stop), with the layer's
+    /// progress rule at admit-tower's defaults.
     ///
     /// # Errors
     ///
     /// If the listener's address cannot be read.
     pub fn start(listener: TcpListener, app: Arc<App>) -> io::Result<Self> {
+        Self::start_with_progress(listener, app, Some(ProgressRule::new()))
+    }
+
+    /// [`start`](Self::start) with the layer's progress rule set to `progress`
+    /// (`None`: off).
+    ///
+    /// # Errors
+    ///
+    /// If the listener's address cannot be read.
+    pub fn start_with_progress(
+        listener: TcpListener,
+        app: Arc<App>,
+        progress: Option<ProgressRule>,
+    ) -> io::Result<Self> {
         let addr = listener.local_addr()?;
         let stats = Arc::clone(&app.stats);
-        let admit = AdmitLayer::new(app.gate.clone(), decide).on_reject(move |error, _head| {
+        let admit = AdmitLayer::new(app.gate.clone(), decide);
+        let admit = match progress {
+            Some(rule) => admit.progress(rule),
+            None => admit.without_progress(),
+        };
+        let admit = admit.on_reject(move |error, _head| {
             // Busy is tallied by the observer; these two are not sheds.
             match error {
                 GateError::Closed => stats.closed.fetch_add(1, Ordering::Relaxed),
@@ -492,9 +516,17 @@ async fn stage(
         .map(|_| Vec::with_capacity(app.session_buffer))
         .collect();
     while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else {
-            app.stats.body_errors.fetch_add(1, Ordering::Relaxed);
-            return (StatusCode::BAD_REQUEST, "upload body incomplete\n").into_response();
+        let frame = match frame {
+            Ok(frame) => frame,
+            // Cut by the progress rule: the observer counted it, and the layer
+            // answers 408 whatever we say.
+            Err(error) if BodyCut::find(&error).is_some() => {
+                return (StatusCode::REQUEST_TIMEOUT, "upload cut: it stalled\n").into_response();
+            }
+            Err(_) => {
+                app.stats.body_errors.fetch_add(1, Ordering::Relaxed);
+                return (StatusCode::BAD_REQUEST, "upload body incomplete\n").into_response();
+            }
         };
         let Ok(data) = frame.into_data() else {
             continue; // trailers

@@ -1,7 +1,9 @@
 //! The demo against its real server on loopback: a short run whose summary
 //! invariants and scraped metrics are checked, a short comparison of the fixed wait
-//! budget with an overload target, the server's answers to a hang-up and to a shed
-//! with the gate held full by the test itself, and the binary's exit code.
+//! budget with an overload target (with stallers and slow clients beside the
+//! others: the stallers cut, nobody else), the same stallers kept by a run without
+//! the progress rule (its check fails), the server's answers to a hang-up and to a
+//! shed with the gate held full by the test itself, and the binary's exit code.
 //!
 //! Every assertion is an invariant or follows from the configuration, never from
 //! timing: a shed is asserted only where the wait budget is far shorter than the
@@ -11,11 +13,12 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use admit::{LeaseEnd, ShedReason, Source};
+use admit::{CutReason, LeaseEnd, ShedReason, Source};
 use admit_demo::client::Response;
+use admit_demo::load::StallKind;
 use admit_demo::server::{App, DemoObserver, Server, ServerStats, UploadGate, MAX_UNITS};
 use admit_demo::sessions::{digest, IdMinter, SessionLeases, UPLOADS};
-use admit_demo::{Comparison, Config, OverloadTarget, Report, Route, Scrape};
+use admit_demo::{Comparison, Config, OverloadTarget, Progress, Report, Route, Scrape};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -37,7 +40,8 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Capacity 2 from a memory budget; every wave's hold (3 s) far longer than the
 /// wait budget (1 s): whoever parks behind the first two admitted is shed. The
-/// fixed wait budget alone.
+/// fixed wait budget alone; no stallers or slow clients (no room for them beside
+/// a mirror).
 fn short_config() -> Config {
     Config {
         memory_budget: 2 << 20,
@@ -181,7 +185,9 @@ fn a_run_with_max_waiters_sheds_at_once_and_tells_the_reasons_apart() {
 
 /// Capacity 8 from a memory budget, holds of 500 ms, a wait budget of 1 s and the
 /// default overload target (a tenth: 100 ms): 80 clients (about 100 units) in a
-/// steady stream over 2 s, three times what the gate turns over.
+/// steady stream over 2 s, three times what the gate turns over. Beside them, as
+/// by default, 4 stallers (2 trickling uploads, 2 stalled `PATCH`es) and 2 slow
+/// clients, placed first, and the run's progress rule (2 s calm).
 fn overload_config() -> Config {
     Config {
         memory_budget: 8 << 20,
@@ -199,6 +205,8 @@ fn overload_config() -> Config {
         plot: Some(
             std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("admit-demo-compare.svg"),
         ),
+        stallers: Some(4),
+        slow_clients: Some(2),
         ..Config::default()
     }
 }
@@ -285,7 +293,12 @@ fn assert_run_invariants(report: &Report, config: &Config) {
         c.clients,
         "{all}"
     );
-    assert_eq!(s.opened, c.opened, "{all}");
+    assert_eq!(s.opened, c.opened + c.stalled, "{all}");
+    assert_eq!(
+        c.stalled,
+        config.stallers() / 2,
+        "each stalled PATCH's session: {all}"
+    );
     assert_eq!(s.ended_total(), s.opened, "{all}");
     assert_eq!(
         (s.ended_once, s.ended_more_than_once),
@@ -293,7 +306,11 @@ fn assert_run_invariants(report: &Report, config: &Config) {
         "{all}"
     );
     assert_eq!((s.freed_first, s.returned_unfreed), (s.opened, 0), "{all}");
-    assert_eq!(s.ended(LeaseEnd::Expired), c.went_quiet, "{all}");
+    assert_eq!(
+        s.ended(LeaseEnd::Expired),
+        c.went_quiet + c.stalled,
+        "{all}"
+    );
     assert_eq!(
         report
             .after
@@ -308,6 +325,156 @@ fn assert_run_invariants(report: &Report, config: &Config) {
         )),
         "{all}"
     );
+    assert_stallers_cut_and_nobody_else(report, config);
+}
+
+/// The stallers were each cut (told `408`, or closed), within the rule's limits
+/// (2 s calm, and one look a second), each cut heard once and counted once per
+/// reason and source (a trickler's for idle or rate, a stalled `PATCH`'s for
+/// idle), the stalled sessions expired once cut; nobody else was cut, the slow
+/// clients were served.
+fn assert_stallers_cut_and_nobody_else(report: &Report, config: &Config) {
+    let all = format!("{report}");
+    assert_eq!(report.stallers.len(), config.stallers(), "{all}");
+    let within = config.progress(false).cut_within().unwrap();
+    for staller in &report.stallers {
+        assert!(staller.failed.is_none(), "{staller:?}: {all}");
+        let (at, end) = staller.ended.expect("cut before the run's end");
+        assert!(end.is_cut(), "{staller:?}: {all}");
+        assert!(at <= within, "{staller:?}: {all}");
+        assert_eq!(
+            staller.opened_session,
+            staller.kind == StallKind::Patch,
+            "{all}"
+        );
+    }
+    let tricklers = config.stallers().div_ceil(2);
+    assert_eq!(
+        report.stallers_cut(StallKind::Trickle),
+        (tricklers, tricklers),
+        "{all}"
+    );
+    let patches = config.stallers() - tricklers;
+    assert_eq!(
+        report.stallers_cut(StallKind::Patch),
+        (patches, patches),
+        "{all}"
+    );
+    // Heard once each, nobody else: the observer's count per reason is the
+    // metric's, and a stalled PATCH is cut for its idle body.
+    let heard: usize = report.server.cuts.iter().sum();
+    assert_eq!(heard, config.stallers(), "{all}");
+    assert_eq!(report.cuts_for(CutReason::Response), 0, "{all}");
+    assert_eq!(
+        report.cuts_for(CutReason::Idle) + report.cuts_for(CutReason::Rate),
+        config.stallers(),
+        "{all}"
+    );
+    assert!(report.cuts_for(CutReason::Idle) >= patches, "{all}");
+    for reason in CutReason::ALL {
+        assert_eq!(
+            report
+                .after
+                .sum("cuts_total", &[("reason", reason.label())]),
+            Some(report.cuts_for(reason) as f64),
+            "{reason:?}: {all}"
+        );
+    }
+    assert_eq!(
+        report.after.sum(
+            "cuts_total",
+            &[("source", Route::Session.label()), ("reason", "idle")]
+        ),
+        Some(patches as f64),
+        "{all}"
+    );
+    assert_eq!(
+        report
+            .after
+            .sum("cuts_total", &[("source", Route::Upload.label())]),
+        Some(tricklers as f64),
+        "{all}"
+    );
+    // A cut is not a hang-up after admission.
+    assert_eq!(report.server.body_errors, 0, "{all}");
+    let c = &report.session_clients;
+    assert_eq!(
+        (c.stalled, c.stalled_told_expired),
+        (patches, patches),
+        "{all}"
+    );
+    // The slow clients: served, after their body's 2.5 s at least.
+    assert_eq!(report.slow.len(), config.slow_clients(), "{all}");
+    for slow in &report.slow {
+        assert_eq!(slow.answer, Ok(200), "{all}");
+        assert!(slow.took >= Duration::from_millis(2400), "{slow:?}: {all}");
+    }
+    assert!(
+        all.contains(&format!(
+            "  stalled   {} stallers ({tricklers} trickle, {patches} PATCH): {} cut after ",
+            config.stallers(),
+            config.stallers()
+        )),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "            {} slow clients at 16 KiB/s: {} served (200) after ",
+            config.slow_clients(),
+            config.slow_clients()
+        )),
+        "{all}"
+    );
+}
+
+/// The same stallers against a server without the progress rule
+/// (`--progress off`) keep their units until they give up at the run's planned
+/// end: the run fails its staller checks, and only those.
+#[test]
+fn without_the_progress_rule_the_stallers_are_not_cut_and_the_run_fails() {
+    let _serial = serial();
+    let config = Config {
+        memory_budget: 8 << 20,
+        session_buffer: 1 << 20,
+        wait_budget: Duration::from_secs(1),
+        overload_target: OverloadTarget::Off,
+        hold: Duration::from_millis(200),
+        clients: 8,
+        disconnects: 0,
+        waves: 1,
+        payload: 16 << 10,
+        global_recorder: false,
+        verbose: false,
+        plot: None,
+        stallers: Some(2),
+        slow_clients: Some(0),
+        progress: Some(Progress::Off),
+        ..Config::default()
+    };
+    let report = runtime().block_on(admit_demo::run(config.clone())).unwrap();
+    let all = format!("{report}");
+    assert!(!report.passed(), "{all}");
+    let failed: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "every staller cut (408 or its connection closed) before the run's end",
+            "stalled PATCHes' sessions back to idle once cut, then expired, their units back",
+        ],
+        "{all}"
+    );
+    for staller in &report.stallers {
+        assert_eq!(staller.ended, None, "never ended by the server: {all}");
+        assert!(staller.failed.is_none(), "{all}");
+    }
+    assert_eq!(report.server.cuts, [0; 3], "{all}");
+    // Once the staller hung up, its session went idle and expired: nothing held.
+    assert_eq!(report.in_use_at_end, 0, "{all}");
 }
 
 #[test]
@@ -837,6 +1004,58 @@ fn flags_parse_and_bad_ones_are_refused() {
     let refused = Config::from_args(["--follow-memory-limit", "30s"]).unwrap_err();
     assert!(refused.0.contains("serve"), "{refused}");
     assert!(Config::from_args(["serve", "--follow-memory-limit", "1ms"]).is_err());
+    // Stallers and slow clients: 4 and 2 by default, placed in the gate's room
+    // beside a mirror's 2 units; the load generator's, refused by serve.
+    let d = Config::default();
+    assert_eq!((d.stallers(), d.slow_clients(), d.tricklers()), (4, 2, 2));
+    let Ok(Command::Run(c)) = Config::from_args(["--stallers", "3", "--slow-clients=1"]) else {
+        panic!("--stallers, --slow-clients")
+    };
+    assert_eq!((c.stallers(), c.slow_clients(), c.tricklers()), (3, 1, 2));
+    let refused = Config::from_args(["--capacity", "4", "--stallers", "2", "--slow-clients", "1"])
+        .unwrap_err();
+    assert!(refused.0.contains("room for a mirror"), "{refused}");
+    assert!(
+        Config::from_args(["--capacity", "4", "--stallers", "2", "--slow-clients", "0"]).is_ok()
+    );
+    // By default, as many as fit beside a mirror's 2 units.
+    let Ok(Command::Run(c)) = Config::from_args(["--capacity", "4"]) else {
+        panic!("--capacity 4")
+    };
+    assert_eq!((c.stallers(), c.slow_clients()), (2, 0));
+    let Ok(Command::Run(c)) = Config::from_args(["--capacity", "2"]) else {
+        panic!("--capacity 2")
+    };
+    assert_eq!((c.stallers(), c.slow_clients()), (0, 0));
+    let refused = Config::from_args(["serve", "--stallers", "2"]).unwrap_err();
+    assert!(refused.0.contains("load generator"), "{refused}");
+    let Ok(Command::Serve(c)) = Config::from_args(["serve", "--capacity", "2"]) else {
+        panic!("serve has no stallers to make room for")
+    };
+    assert_eq!(c.capacity, Some(2));
+    // The progress rule: 2 s calm in a run, admit-tower's defaults in serve.
+    assert_eq!(d.progress(false), Progress::Scaled(Duration::from_secs(2)));
+    assert_eq!(d.progress(true), Progress::Library);
+    for (flag, progress) in [
+        ("1500ms", Progress::Scaled(Duration::from_millis(1500))),
+        ("default", Progress::Library),
+        ("off", Progress::Off),
+    ] {
+        let Ok(Command::Run(c)) = Config::from_args(["--progress", flag]) else {
+            panic!("--progress {flag}")
+        };
+        assert_eq!(c.progress(false), progress);
+        let Ok(Command::Serve(c)) = Config::from_args(["serve", "--progress", flag]) else {
+            panic!("serve --progress {flag}")
+        };
+        assert_eq!(c.progress(true), progress);
+    }
+    assert!(Config::from_args(["--progress", "50ms"]).is_err());
+    assert!(Config::from_args(["--progress", "soon"]).is_err());
+    // Under pressure its idle limit (a quarter) must outlast a hang-up's wait.
+    let refused = Config::from_args(["--progress", "1s"]).unwrap_err();
+    assert!(refused.0.contains("--disconnect-after"), "{refused}");
+    assert!(Config::from_args(["--progress", "1s", "--disconnects", "0"]).is_ok());
 }
 
 #[test]

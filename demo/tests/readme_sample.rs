@@ -22,7 +22,8 @@ const README: &str = include_str!("../../README.md");
 
 /// `overload_config` of `tests/demo.rs` as flags: capacity 8 from a memory budget,
 /// holds of 500 ms, a wait budget of 1 s and the default overload target (100 ms),
-/// 80 clients in 4 waves, three times what the gate turns over.
+/// 80 clients in 4 waves, three times what the gate turns over; beside them 4
+/// stallers and 2 slow clients, as by default.
 const SHORT_RUN: &[&str] = &[
     "--memory-budget",
     "8MiB",
@@ -42,6 +43,10 @@ const SHORT_RUN: &[&str] = &[
     "4",
     "--payload",
     "16KiB",
+    "--stallers",
+    "4",
+    "--slow-clients",
+    "2",
     "--plot",
     "none",
 ];
