@@ -7,8 +7,9 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::net::Shutdown;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
@@ -27,8 +28,8 @@ use crate::{BoxError, ClientGone, HangUp};
 /// it is not reading the socket then. A request parked on the gate has not, so
 /// without a watch its client's hang-up goes unseen until the wait ends, and is
 /// then counted as a shed. `PeerWatch` holds a second handle (a `dup`) of the
-/// connection's socket, registered with Tokio on its own, and waits for "read
-/// closed" readiness. Data arriving (a body sent without `Expect: 100-continue`, a
+/// connection's socket, registered with Tokio once a request on the connection
+/// first parks, and waits for "read closed" readiness. Data arriving (a body sent without `Expect: 100-continue`, a
 /// pipelined request) is not a hang-up: its readiness is cleared and the wait goes
 /// on.
 ///
@@ -63,7 +64,72 @@ use crate::{BoxError, ClientGone, HangUp};
 /// ```
 #[derive(Clone)]
 pub struct PeerWatch {
-    socket: Option<Arc<TcpStream>>,
+    socket: Option<Arc<Mutex<Socket>>>,
+    /// Made once per connection: each request's signal is a clone of it.
+    hang_up: HangUp,
+}
+
+/// The duplicate of a connection's socket. It is registered with Tokio's reactor
+/// only once a request on the connection first waits for its peer, so a
+/// connection whose requests are all admitted at once never has the reactor
+/// report its readiness twice.
+enum Socket {
+    Unregistered(std::net::TcpStream),
+    Registered(Arc<TcpStream>),
+    /// Its registration failed: it never fires.
+    Lost,
+}
+
+/// Locks a connection's socket; a panic under the lock leaves the state whole.
+fn lock(socket: &Mutex<Socket>) -> MutexGuard<'_, Socket> {
+    socket.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The socket, registered with the reactor (at its first call); `None` if its
+/// registration failed.
+fn registered(socket: &Mutex<Socket>) -> Option<Arc<TcpStream>> {
+    let mut socket = lock(socket);
+    if let Socket::Unregistered(_) = &*socket {
+        let Socket::Unregistered(std) = std::mem::replace(&mut *socket, Socket::Lost) else {
+            unreachable!("matched above")
+        };
+        if let Ok(tokio) = TcpStream::from_std(std) {
+            *socket = Socket::Registered(Arc::new(tokio));
+        }
+    }
+    match &*socket {
+        Socket::Registered(tokio) => Some(Arc::clone(tokio)),
+        _ => None,
+    }
+}
+
+/// Completes when the peer of `socket` has hung up; never without a socket.
+async fn gone(socket: Option<Arc<Mutex<Socket>>>) {
+    let Some(socket) = socket.as_deref().and_then(registered) else {
+        return std::future::pending().await;
+    };
+    loop {
+        match socket.ready(Interest::READABLE).await {
+            Ok(ready) if ready.is_read_closed() || ready.is_error() => return,
+            Ok(_) => {
+                // Only data: clear that readiness and wait for the next event.
+                let _ = socket.try_io(Interest::READABLE, || {
+                    Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                });
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Shuts `socket` down both ways, registered or not.
+fn abort(socket: Option<&Mutex<Socket>>) {
+    let Some(socket) = socket else { return };
+    let _ = match &*lock(socket) {
+        Socket::Unregistered(std) => socket2::SockRef::from(std).shutdown(Shutdown::Both),
+        Socket::Registered(tokio) => socket2::SockRef::from(&**tokio).shutdown(Shutdown::Both),
+        Socket::Lost => Ok(()),
+    };
 }
 
 impl PeerWatch {
@@ -78,10 +144,14 @@ impl PeerWatch {
             .and_then(|socket| {
                 let std: std::net::TcpStream = socket.into();
                 std.set_nonblocking(true).ok()?;
-                TcpStream::from_std(std).ok()
+                Some(Arc::new(Mutex::new(Socket::Unregistered(std))))
             });
+        let watched = socket.clone();
+        let aborted = socket.clone();
         Self {
-            socket: socket.map(Arc::new),
+            socket,
+            hang_up: HangUp::new(move || gone(watched.clone()))
+                .with_abort(move || abort(aborted.as_deref())),
         }
     }
 
@@ -93,33 +163,14 @@ impl PeerWatch {
 
     /// Completes when the peer has hung up; never, if the socket is not watched.
     pub fn gone(&self) -> impl Future<Output = ()> + Send + 'static {
-        let socket = self.socket.clone();
-        async move {
-            let Some(socket) = socket else {
-                return std::future::pending().await;
-            };
-            loop {
-                match socket.ready(Interest::READABLE).await {
-                    Ok(ready) if ready.is_read_closed() || ready.is_error() => return,
-                    Ok(_) => {
-                        // Only data: clear that readiness and wait for the next event.
-                        let _ = socket.try_io(Interest::READABLE, || {
-                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                        });
-                    }
-                    Err(_) => return,
-                }
-            }
-        }
+        gone(self.socket.clone())
     }
 
     /// The runtime-agnostic signal the layer waits on, with [`abort`](Self::abort)
     /// as its way to abort the connection.
     #[must_use]
     pub fn hang_up(&self) -> HangUp {
-        let watch = self.clone();
-        let abort = self.clone();
-        HangUp::new(move || watch.gone()).with_abort(move || abort.abort())
+        self.hang_up.clone()
     }
 
     /// Shuts the connection down both ways: hyper's next write or read on it
@@ -127,9 +178,7 @@ impl PeerWatch {
     /// response whose client stopped reading. Nothing, if the socket is not
     /// watched.
     pub fn abort(&self) {
-        if let Some(socket) = &self.socket {
-            let _ = socket2::SockRef::from(&**socket).shutdown(std::net::Shutdown::Both);
-        }
+        abort(self.socket.as_deref());
     }
 
     /// A layer for one hyper-util connection's service: puts this watch's

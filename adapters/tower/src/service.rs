@@ -20,7 +20,7 @@ use crate::body::AdmitBody;
 use crate::permit::{AdmitPermit, Hold, Slot};
 use crate::progress::{BoxSleep, GateClock, ProgressRule, Watch};
 use crate::reject::{cut_response, default_response, gone_parts};
-use crate::signal::{HangUp, WaitCeiling};
+use crate::signal::{BoxSignal, HangUp, WaitCeiling};
 use crate::watched::WatchedBody;
 use crate::Decision;
 
@@ -58,7 +58,7 @@ impl<S: Source, T: Timer, O: Observer> DynGate<S> for Gate<S, T, O> {
                 acquire = acquire.ceiling(ceiling);
             }
             match hang_up {
-                Some(hang_up) => acquire.until(hang_up.wait()).await,
+                Some(hang_up) => until_gone(acquire, &hang_up).await,
                 None => acquire.await,
             }
         })
@@ -67,6 +67,42 @@ impl<S: Source, T: Timer, O: Observer> DynGate<S> for Gate<S, T, O> {
     fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
     }
+}
+
+/// `acquire`, ended as [`GateError::Cancelled`] once `hang_up` says the client
+/// has gone.
+///
+/// The watch is armed only once the acquire has parked: most requests are
+/// admitted at their first poll, and arming it (a boxed future, `PeerWatch`'s
+/// socket registered for readiness) would cost each of them for nothing. From
+/// then on the signal is looked at first, as `GateAcquire::until` does: a client
+/// gone when its grant comes is not served, and dropping the acquire returns the
+/// units and counts nothing.
+async fn until_gone<S: Source, F>(acquire: F, hang_up: &HangUp) -> Result<GatePermit<S>, GateError>
+where
+    F: Future<Output = Result<GatePermit<S>, GateError>>,
+{
+    let mut acquire = std::pin::pin!(acquire);
+    let mut gone = None;
+    std::future::poll_fn(|cx| {
+        if let Some(gone) = gone.as_mut().map(BoxSignal::as_mut) {
+            if gone.poll(cx).is_ready() {
+                return Poll::Ready(Err(GateError::Cancelled));
+            }
+        }
+        if let Poll::Ready(outcome) = acquire.as_mut().poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        if gone.is_none() {
+            let mut signal = hang_up.signal();
+            if signal.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(GateError::Cancelled));
+            }
+            gone = Some(signal);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 type RejectFn = dyn Fn(&GateError, &Parts) -> Response<Bytes> + Send + Sync;

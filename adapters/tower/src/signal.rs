@@ -29,7 +29,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WaitCeiling(pub Duration);
 
-type BoxSignal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub(crate) type BoxSignal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// A request extension that resolves when the client has gone: the layer passes it
 /// to the acquire's [`until`](admit::GateAcquire::until), so a client that hangs up
@@ -101,6 +101,11 @@ impl HangUp {
 
     /// Completes when the client has gone.
     pub fn wait(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.signal()
+    }
+
+    /// [`wait`](Self::wait), as the box it already is.
+    pub(crate) fn signal(&self) -> BoxSignal {
         (self.make)()
     }
 }

@@ -512,3 +512,46 @@ async fn a_decision_that_panics_takes_nothing() {
     assert_eq!(body_text(response).await, "ok");
     assert_eq!(gate.in_use(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_hang_up_watch_is_armed_only_for_a_request_that_parks() {
+    let (gate, counting) = gate(1, Duration::from_secs(5));
+    let armed = Arc::new(AtomicUsize::new(0));
+    let (gone, hung_up) = tokio::sync::watch::channel(false);
+    let hang_up = {
+        let armed = Arc::clone(&armed);
+        HangUp::new(move || {
+            armed.fetch_add(1, Ordering::SeqCst);
+            let mut hung_up = hung_up.clone();
+            async move {
+                let _ = hung_up.wait_for(|gone| *gone).await;
+            }
+        })
+    };
+    let service = layer(&gate).layer(ok_service(Arc::new(AtomicUsize::new(0))));
+    let with_watch = |path: &str| {
+        let mut request = request(path);
+        request.extensions_mut().insert(hang_up.clone());
+        request
+    };
+
+    // Admitted at its first poll: the watch is never made.
+    let response = service
+        .clone()
+        .oneshot(with_watch("/upload"))
+        .await
+        .unwrap();
+    assert_eq!(armed.load(Ordering::SeqCst), 0);
+    drop(response);
+
+    // Parked behind a holder: armed once, and a hang-up ends the wait uncounted.
+    let held = gate.try_acquire(1, Route::Upload).unwrap();
+    let parked = tokio::spawn(service.oneshot(with_watch("/upload")));
+    support::until("the request parks", || gate.waiters() == 1).await;
+    assert_eq!(armed.load(Ordering::SeqCst), 1);
+    gone.send(true).unwrap();
+    let response = parked.await.unwrap().unwrap();
+    assert!(response.extensions().get::<ClientGone>().is_some());
+    assert_eq!(counting.shed(), 0);
+    drop(held);
+}
