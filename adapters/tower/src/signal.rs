@@ -31,13 +31,15 @@ pub struct WaitCeiling(pub Duration);
 
 pub(crate) type BoxSignal = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// A request extension that resolves when the client has gone: the layer passes it
-/// to the acquire's [`until`](admit::GateAcquire::until), so a client that hangs up
-/// while parked ends its wait as [`GateError::Cancelled`](admit::GateError): no
-/// shed is counted, its place in the queue is freed, and nothing is written.
+/// A request extension that resolves when the client has gone: a client that hangs
+/// up while its request is parked ends the wait as
+/// [`GateError::Cancelled`](admit::GateError), as the acquire's
+/// [`until`](admit::GateAcquire::until) would: no shed is counted, its place in the
+/// queue is freed, and nothing is written. The layer makes the "gone" future only
+/// once the request has parked: one admitted at its first poll costs nothing here.
 ///
 /// Runtime-agnostic: it wraps a function that makes a fresh "gone" future for each
-/// request on a connection. With the `tokio` feature,
+/// request on a connection that parks. With the `tokio` feature,
 /// `PeerWatch` (feature `tokio`) makes one for a Tokio `TcpStream`. HTTP/2 needs
 /// none: hyper drops the request's future when the client resets the stream, and a
 /// dropped acquire counts nothing either.
