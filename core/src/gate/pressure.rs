@@ -114,7 +114,11 @@ impl Pressure {
     #[must_use]
     pub fn from_level(level: f32) -> Self {
         Self {
-            level: if level.is_nan() { 0.0 } else { level.clamp(0.0, 1.0) },
+            level: if level.is_nan() {
+                0.0
+            } else {
+                level.clamp(0.0, 1.0)
+            },
             ..Self::CALM
         }
     }
@@ -200,7 +204,10 @@ mod tests {
     #[test]
     fn a_shed_presses_and_fades_over_the_memory() {
         assert_eq!(Pressure::of(false, false, Some(s(0))).level(), 1.0);
-        assert_eq!(Pressure::of(false, false, Some(SHED_MEMORY / 2)).level(), 0.5);
+        assert_eq!(
+            Pressure::of(false, false, Some(SHED_MEMORY / 2)).level(),
+            0.5
+        );
         assert!(Pressure::of(false, false, Some(SHED_MEMORY)).is_calm());
     }
 
