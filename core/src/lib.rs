@@ -80,8 +80,8 @@ pub use gate::{__label_count, __label_is_snake_case};
 pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
 pub use gate::{
     whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, CutEvent, CutReason,
-    GateError, LeaseEnd, LeaseEndEvent, Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent,
-    ShedReason, Source, StartEvent, Timer,
+    GateError, LeaseEnd, LeaseEndEvent, LeaseStartEvent, Observer, OverloadEvent, Priority,
+    ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
 };
 #[cfg(feature = "alloc")]
 pub use gate::{
@@ -89,7 +89,7 @@ pub use gate::{
     MAX_WAIT_BUDGET, MIN_WAIT_BUDGET,
 };
 #[cfg(feature = "std")]
-pub use gate::{Expire, Lease, LeaseError, Leases, ThreadSleep, ThreadTimer};
+pub use gate::{Expire, Lease, LeaseError, Leases, LeasesDrain, ThreadSleep, ThreadTimer};
 #[cfg(feature = "std")]
 pub use semaphore::AcquireTimeoutError;
 pub use semaphore::{

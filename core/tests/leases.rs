@@ -88,6 +88,8 @@ struct Setup {
     timer: ManualTimer,
     ends: Arc<Ends>,
     leases: TestLeases,
+    /// The table's driver, until a test takes it ([`Driver::new`]).
+    driver: Mutex<Option<TestExpire>>,
 }
 
 fn setup() -> Setup {
@@ -99,12 +101,13 @@ fn setup() -> Setup {
         .observer(Arc::clone(&ends))
         .build()
         .unwrap();
-    let leases = Leases::new(&gate, IDLE);
+    let (leases, driver) = Leases::with_driver(&gate, IDLE);
     Setup {
         gate,
         timer,
         ends,
         leases,
+        driver: Mutex::new(Some(driver)),
     }
 }
 
@@ -163,9 +166,9 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(leases: &TestLeases) -> Self {
+    fn new(s: &Setup) -> Self {
         let mut driver = Self {
-            future: Box::pin(leases.expire()),
+            future: Box::pin(s.driver.lock().unwrap().take().expect("one driver a table")),
             flag: Arc::new(Flag::default()),
         };
         assert!(driver.poll().is_pending());
@@ -190,7 +193,7 @@ impl Driver {
 #[test]
 fn a_lease_left_idle_expires_at_its_limit_with_no_request_arriving() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 2);
     assert!(driver.run_if_woken(), "a first deadline wakes the driver");
     assert_eq!(s.leases.idle_left("a"), Ok(Some(IDLE)));
@@ -214,7 +217,7 @@ fn a_lease_left_idle_expires_at_its_limit_with_no_request_arriving() {
 #[test]
 fn a_lease_used_or_touched_keeps_its_units() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 1);
     for _ in 0..3 {
         s.timer.advance(IDLE - secs(1));
@@ -237,7 +240,7 @@ fn a_lease_used_or_touched_keeps_its_units() {
 #[test]
 fn a_lease_checked_out_by_a_long_request_never_expires_meanwhile() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 1);
     let patch = s.leases.checkout("a").unwrap();
     assert_eq!(s.leases.idle_left("a"), Ok(None), "in flight: no clock");
@@ -258,7 +261,7 @@ fn a_lease_checked_out_by_a_long_request_never_expires_meanwhile() {
 #[test]
 fn the_value_is_dropped_before_the_units_return_however_it_ends() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     for id in ["finished", "cancelled", "expired", "drained", "dropped"] {
         s.open(id, 1);
     }
@@ -268,7 +271,7 @@ fn the_value_is_dropped_before_the_units_return_however_it_ends() {
     let kept = s.leases.checkout("dropped").unwrap();
     s.timer.advance(IDLE);
     assert!(driver.run_if_woken());
-    s.leases.drain(Duration::ZERO);
+    drop(s.leases.drain(Duration::ZERO));
     drop(held); // back after the drain's end: ends at once
     drop(kept);
     assert_eq!(s.leases.len(), 0);
@@ -307,7 +310,7 @@ fn an_expiry_and_a_finish_at_the_deadline_end_the_lease_once() {
     // The request comes first: the lease is past its deadline, so the request
     // ends it, as expired, and is told so; the driver finds nothing left.
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 1);
     s.timer.advance(IDLE);
     assert_eq!(
@@ -319,7 +322,7 @@ fn an_expiry_and_a_finish_at_the_deadline_end_the_lease_once() {
 
     // The driver comes first: the request is told.
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 1);
     s.timer.advance(IDLE);
     assert!(driver.run_if_woken());
@@ -336,7 +339,7 @@ fn an_expiry_racing_a_finish_on_threads_ends_the_lease_once_and_the_loser_is_tol
     let (mut finished, mut expired) = (0, 0);
     for _ in 0..runs {
         let s = setup();
-        let mut driver = Driver::new(&s.leases);
+        let mut driver = Driver::new(&s);
         s.open("a", 1);
         s.timer.advance(IDLE - Duration::from_nanos(1));
         let lease = s.leases.checkout("a").unwrap();
@@ -368,12 +371,12 @@ fn an_expiry_racing_a_finish_on_threads_ends_the_lease_once_and_the_loser_is_tol
 #[test]
 fn a_drain_ends_idle_leases_by_its_grace_and_in_flight_ones_when_returned() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("idle", 1);
     s.open("busy", 1);
     let busy = s.leases.checkout("busy").unwrap();
     s.timer.advance(secs(5));
-    s.leases.drain(secs(10));
+    drop(s.leases.drain(secs(10)));
     assert!(
         driver.run_if_woken(),
         "the sooner deadline wakes the driver"
@@ -393,7 +396,7 @@ fn a_drain_ends_idle_leases_by_its_grace_and_in_flight_ones_when_returned() {
 #[test]
 fn a_value_that_panics_in_its_drop_loses_no_unit_and_the_driver_goes_on() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     // Finished by its owner: the panic reaches the owner, after the units.
     s.open_panicking("a");
     let lease = s.leases.checkout("a").unwrap();
@@ -441,7 +444,7 @@ fn an_ended_lease_is_told_apart_from_an_unknown_one_for_a_while() {
 #[test]
 fn the_driver_completes_once_the_table_is_gone() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     let Setup { leases, .. } = s;
     drop(leases);
     assert!(driver.flag.take(), "the table's end wakes the driver");
@@ -468,7 +471,7 @@ fn lease_ends_are_counted_by_a_counter_observer_once_each() {
         .observer(Arc::clone(&count))
         .build()
         .unwrap();
-    let leases: Leases<u32, (), Src, _, _> = Leases::new(&gate, IDLE);
+    let (leases, _driver): (Leases<u32, (), Src, _, _>, _) = Leases::with_driver(&gate, IDLE);
     for id in 0..4 {
         let permit = gate.try_acquire(1, Src::Upload).unwrap();
         leases.insert(id, permit, ()).unwrap();
@@ -537,7 +540,7 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
         if let Some(age) = max_age {
             s.leases = s.leases.max_age(age);
         }
-        let mut driver = Driver::new(&s.leases);
+        let mut driver = Driver::new(&s);
         let mut model: HashMap<String, (Model, usize)> = HashMap::new();
         // Each id's age deadline, from its last insert.
         let mut aged_at: HashMap<String, Option<Duration>> = HashMap::new();
@@ -655,7 +658,7 @@ fn random_runs_keep_the_books_exact_and_end_every_lease_once() {
                 _ => {
                     if drain_by.is_none() && rng.below(4) == 0 {
                         let grace = Duration::from_secs(rng.below(40));
-                        s.leases.drain(grace);
+                        drop(s.leases.drain(grace));
                         let by = now + grace;
                         drain_by = Some(by);
                         for (m, _) in model.values_mut() {
@@ -733,7 +736,7 @@ fn remember_ended_applies_to_every_clone_of_the_table() {
 #[test]
 fn a_lease_idle_past_its_maximum_age_ends_aged_with_no_request_arriving() {
     let s = setup_aged(secs(20));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 2);
     assert!(driver.run_if_woken());
     assert_eq!(
@@ -758,7 +761,7 @@ fn a_lease_idle_past_its_maximum_age_ends_aged_with_no_request_arriving() {
 #[test]
 fn touching_or_using_a_lease_renews_its_idle_clock_but_never_its_age() {
     let s = setup_aged(secs(75));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("used", 1);
     s.open("left", 1); // never touched: its idle limit still ends it first
     s.timer.advance(secs(25));
@@ -787,7 +790,7 @@ fn touching_or_using_a_lease_renews_its_idle_clock_but_never_its_age() {
 #[test]
 fn a_lease_checked_out_when_its_age_passes_ends_aged_as_it_is_checked_in() {
     let s = setup_aged(secs(20));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 1);
     let patch = s.leases.checkout("a").unwrap();
     s.timer.advance(secs(60));
@@ -810,7 +813,7 @@ fn a_lease_checked_out_when_its_age_passes_ends_aged_as_it_is_checked_in() {
 #[test]
 fn finishing_or_cancelling_a_lease_past_its_age_ends_it_as_its_request_says() {
     let s = setup_aged(secs(20));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("put", 1);
     s.open("delete", 1);
     let put = s.leases.checkout("put").unwrap();
@@ -838,7 +841,7 @@ fn finishing_or_cancelling_a_lease_past_its_age_ends_it_as_its_request_says() {
 fn a_request_for_a_lease_past_its_age_ends_it_and_is_told_aged() {
     // The driver is late (never run here): the requests end the leases.
     let s = setup_aged(secs(20));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("a", 1);
     s.open("b", 1);
     s.timer.advance(secs(10));
@@ -870,7 +873,7 @@ fn a_zero_maximum_age_panics() {
 #[test]
 fn a_maximum_age_applies_to_the_leases_inserted_from_then_on() {
     let s = setup();
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     assert_eq!(s.leases.age_limit(), None, "no maximum age by default");
     s.open("before", 1);
     let _same = s.leases.clone().max_age(secs(10));
@@ -887,7 +890,7 @@ fn a_maximum_age_applies_to_the_leases_inserted_from_then_on() {
 #[test]
 fn an_aged_lease_is_heard_once_and_its_units_return_after_its_value_drops() {
     let s = setup_aged(secs(20));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("idle", 2);
     s.open("busy", 1);
     let busy = s.leases.checkout("busy").unwrap();
@@ -925,12 +928,12 @@ fn an_aged_lease_is_heard_once_and_its_units_return_after_its_value_drops() {
 fn a_drain_and_a_maximum_age_end_a_lease_by_whichever_comes_first() {
     // Age 20; a drain at 5 with a grace of 30 ends idle leases by 35.
     let s = setup_aged(secs(20));
-    let mut driver = Driver::new(&s.leases);
+    let mut driver = Driver::new(&s);
     s.open("early", 1); // aged at 20, before the drain's end
     s.open("early_out", 1);
     let early_out = s.leases.checkout("early_out").unwrap();
     s.timer.advance(secs(5));
-    s.leases.drain(secs(30));
+    drop(s.leases.drain(secs(30)));
     driver.run_if_woken();
     assert_eq!(s.leases.idle_left("early"), Ok(Some(secs(15))));
     s.timer.advance(secs(10));
@@ -958,5 +961,260 @@ fn a_drain_and_a_maximum_age_end_a_lease_by_whichever_comes_first() {
             (LeaseEnd::Aged, 1, secs(40)),
             (LeaseEnd::Drained, 1, secs(20)),
         ]
+    );
+}
+
+#[test]
+fn each_ended_id_is_forgotten_after_its_own_window() {
+    // The window in force when a lease ends is its own, whatever order the
+    // ids ended in.
+    let s = setup();
+    let long = s.leases.clone().remember_ended(secs(100));
+    s.open("long", 1);
+    long.checkout("long").unwrap().finish();
+    let short = s.leases.clone().remember_ended(secs(1));
+    s.open("short", 1);
+    short.checkout("short").unwrap().finish();
+    s.timer.advance(secs(5));
+    assert_eq!(s.leases.touch("short"), Err(LeaseError::Unknown));
+    assert_eq!(
+        s.leases.touch("long"),
+        Err(LeaseError::Ended(LeaseEnd::Finished))
+    );
+    s.timer.advance(secs(95));
+    assert_eq!(s.leases.touch("long"), Err(LeaseError::Unknown));
+}
+
+#[test]
+fn an_id_reused_after_it_ended_is_remembered_by_its_last_end() {
+    let s = setup();
+    let mut driver = Driver::new(&s);
+    s.open("a", 1);
+    s.leases.checkout("a").unwrap().cancel();
+    s.timer.advance(secs(10));
+    s.open("a", 1);
+    s.leases.checkout("a").unwrap().finish();
+    // The first end's window passes: the driver forgets nothing of the second.
+    s.timer.advance(IDLE - secs(10));
+    driver.run_if_woken();
+    assert_eq!(
+        s.leases.touch("a"),
+        Err(LeaseError::Ended(LeaseEnd::Finished))
+    );
+    s.timer.advance(secs(10));
+    driver.run_if_woken();
+    assert_eq!(s.leases.touch("a"), Err(LeaseError::Unknown));
+}
+
+#[test]
+fn a_mass_expiry_lets_go_of_the_table_between_batches() {
+    // The observer hears each end outside the lock, and counts the leases
+    // still live then: a pass that held the lock throughout would let it see
+    // only what is left at the end.
+    type Table = Leases<u32, (), Src, ManualTimer, Arc<LiveAtEnd>>;
+    #[derive(Default)]
+    struct LiveAtEnd {
+        leases: Mutex<Option<Table>>,
+        seen: Mutex<Vec<usize>>,
+    }
+    impl Observer for LiveAtEnd {
+        fn on_lease_end(&self, _: &LeaseEndEvent) {
+            if let Some(leases) = &*self.leases.lock().unwrap() {
+                self.seen.lock().unwrap().push(leases.len());
+            }
+        }
+    }
+    const N: u32 = 1_000;
+    let timer = ManualTimer::new();
+    let observer = Arc::new(LiveAtEnd::default());
+    let gate = Gate::builder(N as usize)
+        .timer(timer.clone())
+        .observer(Arc::clone(&observer))
+        .build()
+        .unwrap();
+    let (leases, driver) = Leases::with_driver(&gate, IDLE);
+    for id in 0..N {
+        leases
+            .insert(id, gate.try_acquire(1, Src::Upload).unwrap(), ())
+            .unwrap();
+    }
+    *observer.leases.lock().unwrap() = Some(leases.clone());
+    let flag = Arc::new(Flag::default());
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut driver = Box::pin(driver);
+    assert!(driver
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    timer.advance(IDLE);
+    assert!(flag.take());
+    assert!(driver
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    let seen = observer.seen.lock().unwrap().clone();
+    *observer.leases.lock().unwrap() = None;
+    assert_eq!(seen.len(), N as usize);
+    assert_eq!(gate.in_use(), 0);
+    let mut batches = seen.clone();
+    batches.dedup();
+    let batch = (N as usize - seen[0]) as u32;
+    assert!(
+        batch > 1 && batch < N,
+        "one batch ends {batch} of {N} leases"
+    );
+    assert_eq!(
+        batches,
+        (0..N.div_ceil(batch))
+            .map(|b| N.saturating_sub((b + 1) * batch) as usize)
+            .collect::<Vec<_>>(),
+        "the live count falls one batch at a time"
+    );
+}
+
+#[test]
+fn a_drain_completes_early_once_the_last_lease_has_ended() {
+    let s = setup();
+    s.open("a", 1);
+    let drain = s.leases.drain(secs(10));
+    let flag = Arc::new(Flag::default());
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut drain = Box::pin(drain);
+    assert!(drain
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    s.leases.checkout("a").unwrap().finish();
+    assert!(flag.take(), "the last end wakes the drain, its units back");
+    assert_eq!(s.gate.in_use(), 0);
+    assert!(drain
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready());
+}
+
+#[test]
+fn a_drain_awaited_to_its_end_ends_the_idle_leases_itself() {
+    // No driver runs: the drain's own future ends them at the grace's end,
+    // before the caller goes on to the gate's drain.
+    let s = setup();
+    s.open("idle", 1);
+    s.open("busy", 1);
+    let busy = s.leases.checkout("busy").unwrap();
+    let flag = Arc::new(Flag::default());
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut drain = Box::pin(s.leases.drain(secs(10)));
+    assert!(drain
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    s.timer.advance(secs(10));
+    assert!(flag.take());
+    assert!(drain
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready());
+    assert_eq!(
+        s.gate.in_use(),
+        1,
+        "the idle one ended; the busy one is in flight"
+    );
+    assert_eq!(
+        s.leases.touch("idle"),
+        Err(LeaseError::Ended(LeaseEnd::Drained))
+    );
+    drop(busy);
+    assert_eq!(
+        s.gate.in_use(),
+        0,
+        "returned past the drain's end: ended at once"
+    );
+}
+
+#[test]
+#[should_panic(expected = "cannot spawn the table's driver")]
+fn a_table_whose_timer_cannot_spawn_its_driver_is_refused() {
+    let gate = Gate::builder(1).timer(ManualTimer::new()).build().unwrap();
+    let _: Leases<u32, (), Src, _, _> = Leases::new(&gate, IDLE);
+}
+
+#[test]
+fn leases_on_a_thread_timer_expire_with_no_request_arriving() {
+    // Real time: the ThreadTimer's clock is the machine's. The lease must end
+    // within its limit plus a generous margin, not at an exact instant.
+    let gate = Gate::builder(2)
+        .timer(admit::ThreadTimer::new())
+        .build()
+        .unwrap();
+    let leases: Leases<u32, (), Src, _, _> = Leases::new(&gate, Duration::from_millis(20));
+    leases
+        .insert(1, gate.try_acquire(1, Src::Upload).unwrap(), ())
+        .unwrap();
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    while gate.in_use() != 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the lease never expired"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(leases.touch(&1), Err(LeaseError::Ended(LeaseEnd::Expired)));
+}
+
+#[test]
+fn a_lease_start_is_heard_once_before_its_end_and_a_panicking_hook_loses_no_unit() {
+    #[derive(Default)]
+    struct Starts {
+        log: Mutex<Vec<String>>,
+        panic_at_start: AtomicBool,
+    }
+    impl Observer for Starts {
+        fn on_lease_start(&self, e: &admit::LeaseStartEvent) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("start {} {} {:?}", e.source, e.units, e.priority));
+            assert!(
+                !self.panic_at_start.load(Ordering::SeqCst),
+                "on_lease_start panicked"
+            );
+        }
+        fn on_lease_end(&self, e: &LeaseEndEvent) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("end {}", e.how.label()));
+        }
+    }
+    let observer = Arc::new(Starts::default());
+    let gate = Gate::builder(4)
+        .max_units(2)
+        .timer(ManualTimer::new())
+        .observer(Arc::clone(&observer))
+        .build()
+        .unwrap();
+    let (leases, _driver) = Leases::with_driver(&gate, IDLE);
+    leases
+        .insert(1, gate.try_acquire(2, Src::Upload).unwrap(), ())
+        .unwrap();
+    // A refused insert is no start.
+    let _ = leases.insert(1, gate.try_acquire(1, Src::Upload).unwrap(), ());
+    leases.checkout(&1).unwrap().finish();
+    assert_eq!(
+        *observer.log.lock().unwrap(),
+        ["start upload 2 Critical", "end finished"]
+    );
+
+    // Past a drain's end a lease ends as it starts: start, then end, and a
+    // panicking start hook still lets the end return the units.
+    drop(leases.drain(Duration::ZERO));
+    observer.panic_at_start.store(true, Ordering::SeqCst);
+    let permit = gate.try_acquire(1, Src::Upload).unwrap();
+    let inserted = catch_unwind(AssertUnwindSafe(|| leases.insert(2, permit, ())));
+    assert!(inserted.is_err(), "the hook's panic reaches the caller");
+    assert_eq!(gate.in_use(), 0);
+    assert_eq!(
+        observer.log.lock().unwrap()[2..],
+        ["start upload 1 Critical", "end drained"]
     );
 }

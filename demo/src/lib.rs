@@ -414,8 +414,8 @@ async fn run_as(config: Config, which: &str) -> Result<Report, RunError> {
     // 7. Shutdown: stop admitting, end the idle upload sessions within the grace
     //    period, give the sessions in flight (the last responses still being
     //    written) the grace period, and say what it cut.
-    setup.sessions.drain(config.grace);
-    let drained = drain(&gate, config.grace).await;
+    let sessions = setup.sessions.drain(config.grace);
+    let drained = drain(&gate, sessions, config.grace).await;
     let in_use_at_end = gate.in_use();
     let after = scrape(addr).await?;
     let timeline = setup.finish_timeline().await;
@@ -539,8 +539,8 @@ pub async fn serve(
             secs(config.grace)
         );
     }
-    setup.sessions.drain(config.grace);
-    let drained = drain(&setup.gate, config.grace).await;
+    let sessions = setup.sessions.drain(config.grace);
+    let drained = drain(&setup.gate, sessions, config.grace).await;
     if config.verbose {
         println!("  drained   {drained}");
     }
@@ -620,10 +620,18 @@ impl std::fmt::Display for Drained {
 /// Shuts the gate down: [`Gate::drain`](admit::Gate::drain) closes it (parked and
 /// new requests get `503` without `Retry-After`; no shed is counted), then waits
 /// until every unit is back or `grace` has passed on the gate's clock, and reports
-/// which it was and, if cut, what was still held per route.
-pub async fn drain(gate: &UploadGate, grace: Duration) -> Drained {
+/// which it was and, if cut, what was still held per route. `sessions`, the upload
+/// sessions' drain, is awaited first: the idle ones end by the grace's end, before
+/// the gate's drain counts what is left.
+pub async fn drain(
+    gate: &UploadGate,
+    sessions: impl core::future::Future<Output = ()>,
+    grace: Duration,
+) -> Drained {
     let started = tokio::time::Instant::now();
-    let outcome = gate.drain(grace).await;
+    let requests = gate.drain(grace);
+    sessions.await;
+    let outcome = requests.await;
     Drained {
         grace,
         waited: started.elapsed(),

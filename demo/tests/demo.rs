@@ -1108,7 +1108,7 @@ async fn drain_closes_waits_for_the_units_and_reports_what_the_grace_period_cut(
         drop(upload); // returns during the drain
     });
 
-    let drained = admit_demo::drain(&gate, Duration::from_secs(3)).await;
+    let drained = admit_demo::drain(&gate, async {}, Duration::from_secs(3)).await;
     assert!(gate.is_closed());
     assert_eq!(
         drained.held(),
@@ -1131,7 +1131,7 @@ async fn drain_closes_waits_for_the_units_and_reports_what_the_grace_period_cut(
         tokio::time::sleep(Duration::from_millis(1500)).await;
         drop(mirror);
     });
-    let drained = admit_demo::drain(&gate, Duration::from_secs(3)).await;
+    let drained = admit_demo::drain(&gate, async {}, Duration::from_secs(3)).await;
     assert!(drained.is_complete());
     assert_eq!(drained.waited, Duration::from_millis(1500));
     assert_eq!(

@@ -124,9 +124,7 @@ where
     S: admit::Source,
     O: admit::Observer,
 {
-    let leases = admit::Leases::new(gate, idle_limit);
-    drop(async_std::task::spawn(leases.expire()));
-    leases
+    admit::Leases::new(gate, idle_limit)
 }
 
 // Every public type is `Send + Sync`, checked at compile time.

@@ -211,8 +211,8 @@ pub type Leases<K, V, S, O> = admit::Leases<K, V, S, SmolTimer, O>;
 /// ([`smol::spawn`]): an idle lease ends at its deadline with no request
 /// arriving. The task ends once every handle to the table is dropped. On an
 /// [`Executor`](smol::Executor) of your own, build the table with
-/// [`admit::Leases::new`] and spawn its [`expire`](admit::Leases::expire)
-/// future there. See [`admit::Leases`].
+/// [`admit::Leases::with_driver`] and spawn its driver there. See
+/// [`admit::Leases`].
 ///
 /// # Panics
 ///
@@ -248,9 +248,7 @@ where
     S: admit::Source,
     O: admit::Observer,
 {
-    let leases = admit::Leases::new(gate, idle_limit);
-    smol::spawn(leases.expire()).detach();
-    leases
+    admit::Leases::new(gate, idle_limit)
 }
 
 // Every public type is `Send + Sync`, checked at compile time.

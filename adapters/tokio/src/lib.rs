@@ -242,9 +242,7 @@ where
     S: Source,
     O: Observer,
 {
-    let leases = admit::Leases::new(gate, idle_limit);
-    tokio::spawn(leases.expire());
-    leases
+    admit::Leases::new(gate, idle_limit)
 }
 
 // Every public type is `Send + Sync`, checked at compile time.

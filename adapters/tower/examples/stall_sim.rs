@@ -107,7 +107,6 @@ async fn run(
     let mut tasks = Vec::new();
     // The session stallers' units, leased (idle limit 1 s, the demo's).
     let leases = admit::Leases::<usize, (), Route, _, _>::new(&gate, Duration::from_secs(1));
-    tokio::spawn(leases.expire());
     for i in 0..stallers {
         let (mut tx, body) = Channel::<Bytes, Infallible>::new(1);
         let path = match kind {

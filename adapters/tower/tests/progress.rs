@@ -483,7 +483,6 @@ async fn a_response_whose_own_producer_is_slow_is_never_cut() {
 async fn a_watched_request_on_a_lease_is_cut_and_its_lease_goes_back_to_idle() {
     let (gate, counting) = gate(2, secs(3600));
     let leases: Leases<u32, Vec<u8>, Route, _, _> = Leases::new(&gate, secs(5));
-    tokio::spawn(leases.expire());
     // POST: the session's unit, leased.
     leases
         .insert(7, gate.try_acquire(1, Route::Upload).unwrap(), Vec::new())

@@ -17,7 +17,8 @@ pub enum GateError {
     /// limit turned the caller away: the wait budget or the call's ceiling expired,
     /// a `try_acquire` found them not free, the queue was full, or (with an
     /// overload target) the wait reached the overload cap or was hopeless at
-    /// arrival. The caller should be told to retry after `retry_after` (HTTP 503
+    /// arrival, or it was shed while parked to make room for a request of a
+    /// higher [`Priority`](crate::Priority) class. The caller should be told to retry after `retry_after` (HTTP 503
     /// with `Retry-After`). Counted as a shed for the call's source, with the same
     /// reason the observer hears.
     Busy {

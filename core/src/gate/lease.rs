@@ -14,25 +14,37 @@
 //!   there: its idle limit from when it last became idle (expired), its
 //!   maximum age from its insert (aged), the drain's end (drained); on a tie
 //!   the drain names it, then the age. A touch or a check-in restarts the
-//!   idle clock, never the age, and sets the deadline anew.
+//!   idle clock, never the age, and sets the deadline anew. The table files
+//!   each idle lease under its own deadline (idle limit or age); the drain's
+//!   end, one for every lease, is applied when a deadline is read
+//!   ([`State::due`]), so a drain costs nothing per lease.
 //! - Only an idle lease ends by its deadline, and one past it is ended by
-//!   whoever looks first: the driver ([`Leases::expire`]) or a request for it.
+//!   whoever looks first: the driver ([`Expire`]) or a request for it.
 //!   The driver's lateness never lets a request use an ended lease. A lease
 //!   checked out past its age or the drain's end ends when it is checked in
 //!   (its deadline is already past), unless its request ends it first.
-//! - Every end runs [`end`]: the value is dropped, then the observer hears
+//! - Every end runs [`end_all`]: the value is dropped, then the observer hears
 //!   [`Observer::on_lease_end`], then the permit is dropped (its units return).
 //!   The permit is dropped even if the value's drop or the observer panics, and
 //!   the panic is resumed afterwards (caught for good only by the driver, which
 //!   must go on).
-//! - User code (a value's drop, the observer) never runs under the lock.
+//! - User code (a value's drop, the observer, a waker) never runs under the
+//!   lock, except the key's `Hash`, `Eq` and `Clone`, which the maps need.
+//! - No pass holds the lock for more than [`BATCH`] leases ended or ids
+//!   forgotten: a mass expiry lets go between batches, so a request waits for
+//!   one batch at most, not for the whole pass.
+//! - An ended id answers [`LeaseError::Ended`] until its own `remember`
+//!   window passes and [`LeaseError::Unknown`] after, whenever the table gets
+//!   round to forgetting it; the driver forgets it at that time, and the maps
+//!   give memory back once they are half empty ([`State::shrink`]).
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::BTreeMap;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::fmt;
+use core::future::Future;
 use core::hash::Hash;
 use core::ops::{Deref, DerefMut};
 use core::panic::AssertUnwindSafe;
@@ -44,10 +56,13 @@ use std::panic::{catch_unwind, resume_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use super::handle::Gate;
-use super::observer::{LeaseEnd, LeaseEndEvent, Observer};
+use super::observer::{LeaseEnd, LeaseEndEvent, LeaseStartEvent, Observer};
 use super::permit::GatePermit;
 use super::source::Source;
 use super::timer::Timer;
+
+/// The most leases a pass ends, or ids it forgets, under one hold of the lock.
+const BATCH: usize = 64;
 
 /// A table of leases on one gate: permits held across requests, keyed by
 /// session id, each ended when it has been idle for `idle_limit` (or, with a
@@ -58,15 +73,22 @@ use super::timer::Timer;
 /// its file); each later request [`checkout`](Self::checkout)s the lease, works
 /// on the value, and drops the guard (the idle clock restarts) or ends the
 /// lease with [`Lease::finish`] or [`Lease::cancel`]. A lease left idle past
-/// the limit expires with no request arriving, once [`expire`](Self::expire)
-/// is driven (the runtime adapters spawn it). However a lease ends, its value
-/// is dropped *before* its units return, so a new session is never admitted
-/// while an old one's buffers still exist.
+/// the limit expires with no request arriving: the table's driver, which
+/// [`new`](Self::new) runs in the background on the gate's timer, ends it. However
+/// a lease ends, its value is dropped *before* its units return, so a new
+/// session is never admitted while an old one's buffers still exist. Dropping
+/// the last handle to the table ends the leases left as [`LeaseEnd::Drained`].
 ///
 /// Ids are the caller's: mint them unguessable (a UUID), since the id is all a
-/// request needs to reach a session. A request for a lease that ended within
-/// `remember_ended` (by default the idle limit) is told how it ended, apart
-/// from an id never seen ([`LeaseError`]).
+/// request needs to reach a session. The table hashes, compares and clones
+/// them under its lock: keep their `Hash`, `Eq` and `Clone` plain (a `String`,
+/// a UUID), never blocking or panicking. A request for a lease that ended
+/// within `remember_ended` (by default the idle limit) is told how it ended,
+/// apart from an id never seen ([`LeaseError`]).
+///
+/// No request waits on the table for long: the driver ends a mass of leases
+/// due at once in batches of 64, letting go of the table's lock between them,
+/// and the table gives back the memory of ids it has forgotten.
 ///
 /// Cloning is cheap and shares the table.
 ///
@@ -77,6 +99,7 @@ use super::timer::Timer;
 /// # use std::time::Duration;
 /// admit::sources! { enum Route { Upload => "upload" } }
 /// let gate = Gate::builder(4).timer(ThreadTimer::new()).build().unwrap();
+/// // Its driver runs on a thread of the ThreadTimer's.
 /// let uploads = Leases::new(&gate, Duration::from_secs(30));
 ///
 /// // POST: open a session.
@@ -132,25 +155,42 @@ struct Table<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> {
 /// The table's state, locked.
 type Locked<'a, K, V, S> = MutexGuard<'a, State<K, V, S>>;
 
+/// A place on one of the table's time lines: a time, and a sequence number
+/// that tells equal times apart.
+type When = (Duration, u64);
+
 struct State<K, V, S: Source> {
     /// How long an ended lease's id is remembered.
     remember: Duration,
     /// The maximum age of the leases inserted from now on (`None`: none).
     max_age: Option<Duration>,
-    live: HashMap<K, Live<V, S>>,
-    /// The idle leases by deadline; the sequence number tells equal deadlines
-    /// apart.
-    deadlines: BTreeMap<(Duration, u64), K>,
+    /// Every id the table knows: its live lease, or how it ended. One map, so
+    /// that a lease's end changes its entry in place and a mass expiry never
+    /// grows a map (a rehash) under the lock.
+    entries: HashMap<K, Entry<V, S>>,
+    /// How many of `entries` are live.
+    live: usize,
+    /// The most `entries` held since the map last shrank: what its memory
+    /// was sized for.
+    entries_peak: usize,
+    /// The idle leases by their own deadline (idle limit or age).
+    deadlines: BTreeMap<When, K>,
+    /// The ended ids by when they are forgotten.
+    forget: BTreeMap<When, K>,
     next_seq: u64,
-    /// Ended leases: how, and when they are forgotten.
-    ended: HashMap<K, (LeaseEnd, Duration)>,
-    /// `ended`'s keys in the order they are forgotten; an entry whose time no
-    /// longer matches `ended` is stale (the id was reused).
-    forget_order: VecDeque<(Duration, K)>,
     /// Set by [`Leases::drain`]: every idle lease ends by then, as drained.
     drain_by: Option<Duration>,
-    /// The driver's waker, and the deadline it sleeps until (`None`: none).
+    /// The driver's waker, and the time it sleeps until (`None`: none).
     driver: Option<(Waker, Option<Duration>)>,
+    /// The wakers of [`LeasesDrain`]s, woken once no lease is live.
+    on_empty: Vec<Waker>,
+}
+
+/// What the table knows of an id.
+enum Entry<V, S: Source> {
+    Live(Live<V, S>),
+    /// How it ended, and its place in `forget`.
+    Ended(LeaseEnd, When),
 }
 
 struct Live<V, S: Source> {
@@ -160,8 +200,8 @@ struct Live<V, S: Source> {
     /// When it has lived its maximum age: its insert plus the table's
     /// `max_age` then (`None`: no maximum age).
     aged_at: Option<Duration>,
-    /// While idle: its key in `deadlines`, and how it ends there.
-    deadline: Option<((Duration, u64), LeaseEnd)>,
+    /// While idle: its place in `deadlines`, and how it ends there.
+    deadline: Option<(When, LeaseEnd)>,
 }
 
 /// A lease to end, taken out of the table under the lock and ended outside it.
@@ -171,6 +211,9 @@ struct Ending<V, S: Source> {
     value: Option<V>,
     permit: GatePermit<S>,
     how: LeaseEnd,
+    /// Woken once its units are back: it was the last live lease, and drains
+    /// wait for that.
+    then_wake: Vec<Waker>,
 }
 
 impl<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> Clone for Leases<K, V, S, T, O> {
@@ -191,39 +234,77 @@ where
 {
     /// An empty table on `gate` (whose timer it keeps time by, and whose
     /// observer hears each lease's end), whose leases end after `idle_limit`
-    /// idle.
+    /// idle, with its driver spawned on the gate's timer ([`Timer::spawn`]):
+    /// Tokio's, smol's and async-std's spawn it on their runtime, a
+    /// [`ThreadTimer`](crate::ThreadTimer) on a thread of its own. The driver
+    /// ends each idle lease at its deadline with no request arriving, and
+    /// stops once every handle to the table is gone.
     ///
     /// # Panics
     ///
-    /// If `idle_limit` is zero: every lease would end as it is made.
+    /// If `idle_limit` is zero (every lease would end as it is made), or if
+    /// the timer cannot spawn (Tokio's outside a runtime, smol's without its
+    /// `spawn` feature, a timer of yours): its leases would never expire.
+    /// There, build it with [`with_driver`](Self::with_driver) and run the
+    /// driver yourself.
     #[must_use]
     pub fn new(gate: &Gate<S, T, O>, idle_limit: Duration) -> Self {
+        let (leases, driver) = Self::with_driver(gate, idle_limit);
+        assert!(
+            gate.inner.timer.spawn(Box::new(driver)),
+            "Leases::new: the gate's timer cannot spawn the table's driver, so its \
+             leases would never expire; use Leases::with_driver and run the driver"
+        );
+        leases
+    }
+
+    /// An empty table as [`new`](Self::new) builds it, and its driver for you
+    /// to run (on an executor of your own, or in a test): a future that ends
+    /// each idle lease at its deadline with no request arriving, and completes
+    /// once every handle to the table is gone. Until it runs, leases end only
+    /// when a request asks for them. A value whose drop panics while the
+    /// driver ends it still ends (its units return, the observer hears it);
+    /// the driver goes on.
+    ///
+    /// # Panics
+    ///
+    /// If `idle_limit` is zero.
+    pub fn with_driver(
+        gate: &Gate<S, T, O>,
+        idle_limit: Duration,
+    ) -> (Self, Expire<K, V, S, T, O>) {
         assert!(
             !idle_limit.is_zero(),
             "Leases::new: the idle limit must be greater than zero"
         );
-        Self {
-            table: Arc::new(Table {
-                gate: gate.clone(),
-                idle_limit,
-                state: Mutex::new(State {
-                    remember: idle_limit,
-                    max_age: None,
-                    live: HashMap::new(),
-                    deadlines: BTreeMap::new(),
-                    next_seq: 0,
-                    ended: HashMap::new(),
-                    forget_order: VecDeque::new(),
-                    drain_by: None,
-                    driver: None,
-                }),
+        let table = Arc::new(Table {
+            gate: gate.clone(),
+            idle_limit,
+            state: Mutex::new(State {
+                remember: idle_limit,
+                max_age: None,
+                entries: HashMap::new(),
+                live: 0,
+                entries_peak: 0,
+                deadlines: BTreeMap::new(),
+                forget: BTreeMap::new(),
+                next_seq: 0,
+                drain_by: None,
+                driver: None,
+                on_empty: Vec::new(),
             }),
-        }
+        });
+        let driver = Expire {
+            table: Arc::downgrade(&table),
+            sleep: None,
+        };
+        (Self { table }, driver)
     }
 
     /// How long an ended lease's id is remembered, so a request for it is told
     /// how it ended rather than [`LeaseError::Unknown`]; by default the idle
-    /// limit. For the leases that end from now on, in every clone of the table.
+    /// limit. For the leases that end from now on, in every clone of the
+    /// table: each id is remembered for the window in force when it ended.
     #[must_use]
     pub fn remember_ended(self, for_: Duration) -> Self {
         self.table.lock().remember = for_;
@@ -236,7 +317,7 @@ where
     /// touch or a check-in restarts its idle clock, never its age.
     ///
     /// An idle lease ends at the sooner of its idle deadline and its age, with
-    /// no request arriving once [`expire`](Self::expire) is driven; one checked
+    /// no request arriving; one checked
     /// out when its age passes ends as it is checked in, unless its request
     /// [`finish`](Lease::finish)es or [`cancel`](Lease::cancel)s it first (the
     /// owner's end is the one heard). By default a lease has no maximum age.
@@ -277,22 +358,37 @@ where
     pub fn insert(&self, id: K, permit: GatePermit<S>, value: V) -> Result<(), (GatePermit<S>, V)> {
         let now = self.table.now();
         let mut state = self.table.lock();
-        if state.live.contains_key(&id) {
-            return Err((permit, value));
+        match state.entries.get(&id) {
+            Some(Entry::Live(_)) => return Err((permit, value)),
+            Some(&Entry::Ended(_, forget_at)) => {
+                state.forget.remove(&forget_at);
+            }
+            None => {}
         }
-        state.ended.remove(&id);
         let aged_at = state.max_age.map(|age| now.saturating_add(age));
+        let start = LeaseStartEvent::new(permit.source().label(), permit.units())
+            .with_priority(permit.priority());
         let live = Live {
             value: Some(value),
             permit,
             aged_at,
             deadline: None,
         };
-        state.live.insert(id.clone(), live);
+        state.entries.insert(id.clone(), Entry::Live(live));
+        state.live += 1;
+        state.entries_peak = state.entries_peak.max(state.entries.len());
         let (ending, wake) = self.table.idle_from(&mut state, id, now);
         drop(state);
         wake_driver(wake);
+        // Heard before its end, which may follow at once (past a drain's end);
+        // the end runs even if the hook panics.
+        let told = catch_unwind(AssertUnwindSafe(|| {
+            self.table.gate.inner.observer.on_lease_start(&start)
+        }));
         end_all(&self.table.gate, ending.into_iter(), Panics::Resume);
+        if let Err(panic) = told {
+            resume_unwind(panic);
+        }
         Ok(())
     }
 
@@ -313,7 +409,7 @@ where
     {
         let now = self.table.now();
         let (mut state, id) = self.table.find(id, now)?;
-        let live = state.live.get_mut::<K>(&id).expect("found live");
+        let live = state.live_mut(&id);
         let value = live.value.take().ok_or(LeaseError::InUse)?;
         if let Some((key, _)) = live.deadline.take() {
             state.deadlines.remove(&key);
@@ -339,7 +435,7 @@ where
     {
         let now = self.table.now();
         let (mut state, id) = self.table.find(id, now)?;
-        let live = state.live.get_mut::<K>(&id).expect("found live");
+        let live = state.live_mut(&id);
         let Some((key, _)) = live.deadline.take() else {
             return Ok(()); // checked out: in flight
         };
@@ -366,17 +462,15 @@ where
         let now = self.table.now();
         let (state, id) = self.table.find(id, now)?;
         Ok(state
-            .live
-            .get::<K>(&id)
-            .expect("found live")
+            .live_ref(&id)
             .deadline
-            .map(|((deadline, _), _)| deadline.saturating_sub(now)))
+            .map(|own| state.due(own).0.saturating_sub(now)))
     }
 
     /// Leases live now, idle or checked out.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.table.lock().live.len()
+        self.table.lock().live
     }
 
     /// Whether no lease is live.
@@ -385,47 +479,53 @@ where
         self.len() == 0
     }
 
-    /// Ends every idle lease within `grace` from now at the latest, as
-    /// [`LeaseEnd::Drained`] unless its idle limit or maximum age ends it
-    /// first, and every lease that becomes idle later by then too (at once,
-    /// past it): call it with the gate's drain, so the drain never waits out an
-    /// idle limit longer than its grace. A lease checked out
-    /// is in flight, and ends when its request ends it or returns it.
-    pub fn drain(&self, grace: Duration) {
+    /// Ends every idle lease by `grace` from now: at the grace's end as
+    /// [`LeaseEnd::Drained`], or sooner as [`Expired`](LeaseEnd::Expired) or
+    /// [`Aged`](LeaseEnd::Aged) if its own deadline falls within the grace;
+    /// a lease that becomes idle later ends by then too (at once, past it). A
+    /// lease checked out is in flight: it ends when its request ends or
+    /// returns it (the gate's drain waits for its units).
+    ///
+    /// The returned future completes once no lease is live, or at the grace's
+    /// end once it has ended every idle lease itself; await it before the
+    /// gate's drain, so that drain sees the idle leases' units back on every
+    /// runtime:
+    ///
+    /// ```
+    /// # use admit::{Gate, Leases};
+    /// # use std::time::Duration;
+    /// # async fn shutdown<S: admit::Source, T: admit::Timer, O: admit::Observer>(
+    /// #     gate: Gate<S, T, O>, uploads: Leases<String, Vec<u8>, S, T, O>,
+    /// # ) -> Result<(), admit::DrainTimeout<S>> {
+    /// let grace = Duration::from_secs(5);
+    /// let sessions = uploads.drain(grace); // idle sessions end by the grace's end
+    /// let requests = gate.drain(grace); // the gate admits no one from now
+    /// sessions.await;
+    /// requests.await // a cut only if units are still held
+    /// # }
+    /// ```
+    ///
+    /// The drain starts when this is called, whether or not the future is
+    /// awaited. Draining again never moves the end later.
+    pub fn drain(&self, grace: Duration) -> LeasesDrain<K, V, S, T, O> {
         let now = self.table.now();
         let by = now.saturating_add(grace);
         let mut state = self.table.lock();
-        state.drain_by = Some(state.drain_by.map_or(by, |earlier| earlier.min(by)));
-        let idle: Vec<K> = state
-            .deadlines
-            .range(..)
-            .filter(|((deadline, _), _)| *deadline > by)
-            .map(|(_, id)| id.clone())
-            .collect();
-        let mut ending = Vec::new();
-        let mut wake = None;
-        for id in idle {
-            let live = state.live.get_mut(&id).expect("an idle lease is live");
-            let (key, _) = live.deadline.take().expect("an idle lease has a deadline");
-            state.deadlines.remove(&key);
-            let (end, woken) = self.table.idle_from(&mut state, id, now);
-            ending.extend(end);
-            wake = wake.or(woken);
-        }
+        let by = state.drain_by.map_or(by, |earlier| earlier.min(by));
+        state.drain_by = Some(by);
+        let wake = match &state.driver {
+            Some((_, Some(armed))) if *armed <= by => None,
+            Some(_) if !state.deadlines.is_empty() => state.driver.take().map(|(waker, _)| waker),
+            _ => None,
+        };
         drop(state);
         wake_driver(wake);
-        end_all(&self.table.gate, ending.into_iter(), Panics::Resume);
-    }
-
-    /// The driver of expiry: a future that ends each idle lease at its
-    /// deadline, with no request arriving, and completes once every handle to
-    /// the table is gone. Run one per table; the runtime adapters spawn it.
-    /// A value whose drop panics while the driver ends it still ends (its units
-    /// return, the observer hears it); the driver goes on.
-    #[must_use = "futures do nothing unless polled"]
-    pub fn expire(&self) -> Expire<K, V, S, T, O> {
-        Expire {
-            table: Arc::downgrade(&self.table),
+        if by <= now {
+            self.table.pass(now, None);
+        }
+        LeasesDrain {
+            table: Arc::clone(&self.table),
+            by,
             sleep: None,
         }
     }
@@ -443,7 +543,9 @@ where
     }
 
     /// The lock: the state is never left half-changed by a panic (no user code
-    /// runs under it), so a poisoned lock is taken as it is.
+    /// but the key's runs under it, and a map left mid-change by a key that
+    /// panics is what `HashMap` itself allows), so a poisoned lock is taken as
+    /// it is.
     fn lock(&self) -> MutexGuard<'_, State<K, V, S>> {
         self.state
             .lock()
@@ -459,16 +561,16 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let mut state = self.lock();
-        state.forget_ended(now);
-        let Some((key, live)) = state.live.get_key_value(id) else {
-            return Err(state
-                .ended
-                .get(id)
-                .map_or(LeaseError::Unknown, |&(how, _)| LeaseError::Ended(how)));
+        let (key, live) = match state.entries.get_key_value(id) {
+            Some((key, Entry::Live(live))) => (key, live),
+            Some((_, &Entry::Ended(how, (forget_at, _)))) if forget_at > now => {
+                return Err(LeaseError::Ended(how))
+            }
+            _ => return Err(LeaseError::Unknown),
         };
         let key = key.clone();
-        match live.deadline {
-            Some(((deadline, _), how)) if deadline <= now => {
+        match live.deadline.map(|own| state.due(own)) {
+            Some((deadline, how)) if deadline <= now => {
                 let ending = state.end(key, how, now);
                 drop(state);
                 end_all(&self.gate, core::iter::once(ending), Panics::Resume);
@@ -478,76 +580,181 @@ where
         }
     }
 
-    /// Makes the checked-in lease under `id` idle from `now`: its deadline is
-    /// the idle limit away (it ends expired), or its maximum age if that comes
-    /// no later (aged), or the drain's end if that comes no later still
-    /// (drained); one already past it ends now. Returns the lease to end, if it
-    /// must, and the driver's waker if the new deadline is sooner than the one
-    /// it sleeps until.
+    /// Makes the checked-in lease under `id` idle from `now`: its own deadline
+    /// is the idle limit away (it ends expired), or its maximum age if that
+    /// comes no later (aged); the drain's end overrides both if it comes no
+    /// later still (drained); one already past its deadline ends now. Returns
+    /// the lease to end, if it must, and the driver's waker if the deadline
+    /// is sooner than the time it sleeps until.
     fn idle_from(
         &self,
         state: &mut State<K, V, S>,
         id: K,
         now: Duration,
     ) -> (Option<Ending<V, S>>, Option<Waker>) {
-        let mut deadline = (now.saturating_add(self.idle_limit), LeaseEnd::Expired);
-        if let Some(at) = state.live.get(&id).expect("the lease is live").aged_at {
-            if at <= deadline.0 {
-                deadline = (at, LeaseEnd::Aged);
+        let mut own = (now.saturating_add(self.idle_limit), LeaseEnd::Expired);
+        if let Some(at) = state.live_ref(&id).aged_at {
+            if at <= own.0 {
+                own = (at, LeaseEnd::Aged);
             }
         }
-        if let Some(by) = state.drain_by {
-            if by <= deadline.0 {
-                deadline = (by, LeaseEnd::Drained);
-            }
+        let (due, how) = state.due(((own.0, 0), own.1));
+        if due <= now {
+            return (Some(state.end(id, how, now)), None);
         }
-        if deadline.0 <= now {
-            return (Some(state.end(id, deadline.1, now)), None);
-        }
-        let key = (deadline.0, state.next_seq);
-        state.next_seq += 1;
+        let key = state.stamp(own.0);
         state.deadlines.insert(key, id.clone());
-        state.live.get_mut(&id).expect("the lease is live").deadline = Some((key, deadline.1));
+        state.live_mut(&id).deadline = Some((key, own.1));
         let wake = match &state.driver {
-            Some((_, Some(armed))) if *armed <= deadline.0 => None,
+            Some((_, Some(armed))) if *armed <= due => None,
             Some(_) => state.driver.take().map(|(waker, _)| waker),
             None => None,
         };
         (None, wake)
     }
+
+    /// Ends every idle lease due at `now` and forgets every ended id whose
+    /// window has passed, [`BATCH`] at a time with the lock let go between
+    /// batches. With `driver`, registers it, under the last batch's lock, to
+    /// be woken at the next time there is work, and returns that time.
+    fn pass(&self, now: Duration, driver: Option<&Waker>) -> Option<Duration> {
+        loop {
+            let mut state = self.lock();
+            let mut more = state.forget_due(now);
+            let mut ending = Vec::new();
+            while let Some((_, id)) = state.deadlines.first_key_value() {
+                if ending.len() == BATCH {
+                    more = true;
+                    break;
+                }
+                let id = id.clone();
+                let own = state
+                    .live_ref(&id)
+                    .deadline
+                    .expect("an idle lease has a deadline");
+                let (due, how) = state.due(own);
+                if due > now {
+                    break;
+                }
+                ending.push(state.end(id, how, now));
+            }
+            state.shrink();
+            let next = if more {
+                None
+            } else {
+                let next = state.next_work();
+                if let Some(waker) = driver {
+                    state.driver = Some((waker.clone(), next));
+                }
+                next
+            };
+            drop(state);
+            end_all(&self.gate, ending.into_iter(), Panics::Catch);
+            if !more {
+                return next;
+            }
+        }
+    }
 }
 
 impl<K: Hash + Eq + Clone, V, S: Source> State<K, V, S> {
+    /// A place on a time line at `at`, after every place given before.
+    fn stamp(&mut self, at: Duration) -> When {
+        self.next_seq += 1;
+        (at, self.next_seq)
+    }
+
+    /// When, and how, an idle lease filed under its own deadline `own` ends:
+    /// the drain's end if that comes no later.
+    fn due(&self, ((at, _), how): (When, LeaseEnd)) -> (Duration, LeaseEnd) {
+        match self.drain_by {
+            Some(by) if by <= at => (by, LeaseEnd::Drained),
+            _ => (at, how),
+        }
+    }
+
+    /// The soonest time at which a lease is due or an id is forgotten.
+    fn next_work(&self) -> Option<Duration> {
+        let deadline = self
+            .deadlines
+            .first_key_value()
+            .map(|(&own, _)| self.due((own, LeaseEnd::Expired)).0);
+        let forget = self.forget.first_key_value().map(|(&(at, _), _)| at);
+        match (deadline, forget) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The live lease under `id`.
+    fn live_ref(&self, id: &K) -> &Live<V, S> {
+        match self.entries.get(id) {
+            Some(Entry::Live(live)) => live,
+            _ => unreachable!("the lease is live"),
+        }
+    }
+
+    /// The live lease under `id`.
+    fn live_mut(&mut self, id: &K) -> &mut Live<V, S> {
+        match self.entries.get_mut(id) {
+            Some(Entry::Live(live)) => live,
+            _ => unreachable!("the lease is live"),
+        }
+    }
+
     /// Takes the lease under `id` out of the table as ended `how` at `now`.
     fn end(&mut self, id: K, how: LeaseEnd, now: Duration) -> Ending<V, S> {
-        let live = self.live.remove(&id).expect("the lease is live");
+        let forget_at = self.stamp(now.saturating_add(self.remember));
+        let entry = self.entries.get_mut(&id).expect("the lease is live");
+        let Entry::Live(live) = core::mem::replace(entry, Entry::Ended(how, forget_at)) else {
+            unreachable!("the lease is live");
+        };
+        self.forget.insert(forget_at, id);
+        self.live -= 1;
         if let Some((key, _)) = live.deadline {
             self.deadlines.remove(&key);
         }
-        let forget_at = now.saturating_add(self.remember);
-        self.ended.insert(id.clone(), (how, forget_at));
-        self.forget_order.push_back((forget_at, id));
+        let then_wake = if self.live == 0 {
+            core::mem::take(&mut self.on_empty)
+        } else {
+            Vec::new()
+        };
         Ending {
             value: live.value,
             permit: live.permit,
             how,
+            then_wake,
         }
     }
 
-    /// Forgets the ended leases whose time to be remembered has passed.
-    fn forget_ended(&mut self, now: Duration) {
-        while let Some((at, _)) = self.forget_order.front() {
-            if *at > now {
-                break;
+    /// Forgets up to [`BATCH`] ended ids whose window has passed; says whether
+    /// more are due.
+    fn forget_due(&mut self, now: Duration) -> bool {
+        for _ in 0..BATCH {
+            let Some(entry) = self.forget.first_entry() else {
+                return false;
+            };
+            if entry.key().0 > now {
+                return false;
             }
-            let (at, id) = self.forget_order.pop_front().expect("looked at the front");
-            if self
-                .ended
-                .get(&id)
-                .is_some_and(|&(_, forget_at)| forget_at == at)
-            {
-                self.ended.remove(&id);
-            }
+            let id = entry.remove();
+            self.entries.remove(&id);
+        }
+        self.forget
+            .first_key_value()
+            .is_some_and(|(&(at, _), _)| at <= now)
+    }
+
+    /// Gives back the memory of a map of entries less than half full (the
+    /// B-trees give theirs back node by node). The map shrinks only after
+    /// losing half of what it could hold, so its rehashes cost, in sum, no
+    /// more than the entries it once held.
+    fn shrink(&mut self) {
+        // Not `capacity()`: a removal can leave a tombstone, which takes room
+        // that `capacity()` then leaves out, though the memory stays.
+        if self.entries_peak > 64 && self.entries.len() * 2 < self.entries_peak {
+            self.entries.shrink_to_fit();
+            self.entries_peak = self.entries.len();
         }
     }
 }
@@ -575,7 +782,13 @@ fn end_all<V, S: Source, T: Timer, O: Observer>(
     panics: Panics,
 ) {
     let mut first_panic = None;
-    for Ending { value, permit, how } in ending {
+    for Ending {
+        value,
+        permit,
+        how,
+        then_wake,
+    } in ending
+    {
         let dropped = catch_unwind(AssertUnwindSafe(move || drop(value)));
         let event = LeaseEndEvent::new(
             permit.source().label(),
@@ -588,7 +801,10 @@ fn end_all<V, S: Source, T: Timer, O: Observer>(
             gate.inner.observer.on_lease_end(&event)
         }));
         let released = catch_unwind(AssertUnwindSafe(move || drop(permit)));
-        for outcome in [dropped, told, released] {
+        let woken = catch_unwind(AssertUnwindSafe(move || {
+            then_wake.into_iter().for_each(Waker::wake)
+        }));
+        for outcome in [dropped, told, released, woken] {
             if let Err(panic) = outcome {
                 first_panic.get_or_insert(panic);
             }
@@ -698,11 +914,7 @@ where
         };
         let now = self.table.now();
         let mut state = self.table.lock();
-        state
-            .live
-            .get_mut(&self.id)
-            .expect("a checked-out lease stays live")
-            .value = Some(value);
+        state.live_mut(&self.id).value = Some(value);
         let (ending, wake) = self.table.idle_from(&mut state, self.id.clone(), now);
         drop(state);
         wake_driver(wake);
@@ -740,11 +952,13 @@ impl<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> fmt::Debug
     }
 }
 
-/// The future of [`Leases::expire`].
-#[must_use = "futures do nothing unless polled"]
+/// A table's driver ([`Leases::with_driver`]): ends each idle lease at its
+/// deadline and forgets each ended id when its window passes, and completes
+/// once every handle to the table is gone.
+#[must_use = "futures do nothing unless polled: the table's leases would never expire"]
 pub struct Expire<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> {
     table: Weak<Table<K, V, S, T, O>>,
-    /// The sleep until the soonest deadline, and that deadline.
+    /// The sleep until the next work, and its time.
     sleep: Option<(Pin<Box<T::Sleep>>, Duration)>,
 }
 
@@ -758,7 +972,7 @@ impl<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> fmt::Debug
     }
 }
 
-impl<K, V, S, T, O> core::future::Future for Expire<K, V, S, T, O>
+impl<K, V, S, T, O> Future for Expire<K, V, S, T, O>
 where
     K: Hash + Eq + Clone,
     S: Source,
@@ -772,26 +986,7 @@ where
             let Some(table) = self.table.upgrade() else {
                 return Poll::Ready(());
             };
-            let now = table.now();
-            let mut state = table.lock();
-            state.forget_ended(now);
-            let mut ending = Vec::new();
-            while let Some(entry) = state.deadlines.first_entry() {
-                if entry.key().0 > now {
-                    break;
-                }
-                let id = entry.remove();
-                let how = state.live[&id]
-                    .deadline
-                    .expect("an idle lease has a deadline")
-                    .1;
-                ending.push(state.end(id, how, now));
-            }
-            let next = state.deadlines.keys().next().map(|&(deadline, _)| deadline);
-            state.driver = Some((cx.waker().clone(), next));
-            drop(state);
-            end_all(&table.gate, ending.into_iter(), Panics::Catch);
-            let Some(next) = next else {
+            let Some(next) = table.pass(table.now(), Some(cx.waker())) else {
                 self.sleep = None;
                 return Poll::Pending;
             };
@@ -800,6 +995,64 @@ where
             }
             drop(table);
             let (sleep, _) = self.sleep.as_mut().expect("armed above");
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// The future of [`Leases::drain`]: complete once no lease is live, or at the
+/// drain's end once it has ended every idle lease.
+#[must_use = "the drain has started; await this before the gate's drain, so it sees the idle leases' units back"]
+pub struct LeasesDrain<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> {
+    table: Arc<Table<K, V, S, T, O>>,
+    /// The drain's end.
+    by: Duration,
+    sleep: Option<Pin<Box<T::Sleep>>>,
+}
+
+impl<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> fmt::Debug
+    for LeasesDrain<K, V, S, T, O>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeasesDrain")
+            .field("by", &self.by)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, V, S, T, O> Future for LeasesDrain<K, V, S, T, O>
+where
+    K: Hash + Eq + Clone,
+    S: Source,
+    T: Timer,
+    O: Observer,
+{
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        loop {
+            let now = this.table.now();
+            if now >= this.by {
+                // Ends the idle leases itself rather than wait for the
+                // driver: the caller's next step may count what is left.
+                this.table.pass(now, None);
+                return Poll::Ready(());
+            }
+            {
+                let mut state = this.table.lock();
+                if state.live == 0 {
+                    return Poll::Ready(());
+                }
+                if !state.on_empty.iter().any(|w| w.will_wake(cx.waker())) {
+                    state.on_empty.push(cx.waker().clone());
+                }
+            }
+            let sleep = this
+                .sleep
+                .get_or_insert_with(|| Box::pin(this.table.gate.inner.timer.sleep_until(this.by)));
             if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
@@ -820,7 +1073,12 @@ impl<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> Drop for Table<K
         // The leases left end with the table, as drained: values first, then
         // units (a drop must not unwind: panics caught).
         let now = self.gate.inner.timer.now();
-        let ids: Vec<K> = state.live.keys().cloned().collect();
+        let ids: Vec<K> = state
+            .entries
+            .iter()
+            .filter(|(_, entry)| matches!(entry, Entry::Live(_)))
+            .map(|(id, _)| id.clone())
+            .collect();
         let ending: Vec<_> = ids
             .into_iter()
             .map(|id| state.end(id, LeaseEnd::Drained, now))

@@ -88,12 +88,12 @@ pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
 pub use handle::Gate;
 #[cfg(feature = "std")]
-pub use lease::{Expire, Lease, LeaseError, Leases};
+pub use lease::{Expire, Lease, LeaseError, Leases, LeasesDrain};
 #[cfg(feature = "alloc")]
 pub use lifecycle::{DrainTimeout, GateDrain};
 pub use observer::{
-    AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, Observer,
-    OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
+    AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, LeaseStartEvent,
+    Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
 };
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;

@@ -68,6 +68,13 @@ pub trait Observer: Send + Sync + 'static {
         let _ = event;
     }
 
+    /// A lease started ([`Leases::insert`](crate::Leases::insert)): its units
+    /// are held by the table from now until [`on_lease_end`](Self::on_lease_end),
+    /// which follows once for it. With that hook, a gauge of live leases.
+    fn on_lease_start(&self, event: &LeaseStartEvent) {
+        let _ = event;
+    }
+
     /// A lease ended: its value was dropped, and its units are released right
     /// after this returns (their own [`on_release`](Self::on_release) follows).
     /// Once per lease, whichever way it ended.
@@ -129,6 +136,37 @@ pub struct ReleaseEvent {
     pub held: Duration,
     /// The priority class they were admitted with.
     pub priority: Priority,
+}
+
+/// [`Observer::on_lease_start`]: a lease started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStartEvent {
+    /// The call site its units were acquired for.
+    pub source: &'static str,
+    /// Its units.
+    pub units: usize,
+    /// The priority class its units were admitted with.
+    pub priority: Priority,
+}
+
+impl LeaseStartEvent {
+    /// A lease's start, of the default class ([`Priority::Critical`]).
+    #[must_use]
+    pub const fn new(source: &'static str, units: usize) -> Self {
+        Self {
+            source,
+            units,
+            priority: Priority::Critical,
+        }
+    }
+
+    /// The same, of class `priority`.
+    #[must_use]
+    pub const fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
 }
 
 /// [`Observer::on_lease_end`]: a lease ended.
@@ -542,6 +580,9 @@ impl<O: Observer + ?Sized> Observer for alloc::sync::Arc<O> {
     }
     fn on_overload(&self, event: &OverloadEvent) {
         (**self).on_overload(event);
+    }
+    fn on_lease_start(&self, event: &LeaseStartEvent) {
+        (**self).on_lease_start(event);
     }
     fn on_lease_end(&self, event: &LeaseEndEvent) {
         (**self).on_lease_end(event);

@@ -34,7 +34,7 @@ pub trait Timer: Send + Sync + 'static {
 }
 
 /// A [`Timer`] for a gate used only from threads: its clock is
-/// [`std::time::Instant`], and it cannot sleep.
+/// [`std::time::Instant`], and it cannot sleep in an async task.
 ///
 /// The blocking calls ([`Gate::acquire_blocking`](crate::Gate::acquire_blocking),
 /// [`acquire_blocking_until`](crate::Gate::acquire_blocking_until),
@@ -43,6 +43,10 @@ pub trait Timer: Send + Sync + 'static {
 /// acquire on such a gate needs a runtime's timer, so its [`Sleep`](Timer::Sleep)
 /// panics when polled before its deadline, at the first acquire that parks,
 /// rather than leave a wait without an end.
+///
+/// Its [`spawn`](Timer::spawn) runs each task on a thread of its own, which
+/// parks until the task's sleeps are due or it is woken, and ends with the
+/// task: the gate's overload watch and a lease table's driver run there.
 ///
 /// # Examples
 ///
@@ -96,6 +100,39 @@ impl Timer for ThreadTimer {
             at: self.origin.checked_add(deadline),
         }
     }
+
+    /// On a new thread, `admit-timer`; `false` if the thread cannot be made.
+    #[cfg(feature = "alloc")]
+    fn spawn(&self, task: alloc::boxed::Box<dyn Future<Output = ()> + Send + 'static>) -> bool {
+        std::thread::Builder::new()
+            .name("admit-timer".into())
+            .spawn(move || run_on_this_thread(alloc::boxed::Box::into_pin(task)))
+            .is_ok()
+    }
+}
+
+#[cfg(feature = "std")]
+std::thread_local! {
+    /// On a [`ThreadTimer`]'s own thread: `Some`, holding the soonest deadline
+    /// a [`ThreadSleep`] polled there waits for (`None`: none yet).
+    static TIMER_THREAD_WAKE: core::cell::Cell<Option<Option<std::time::Instant>>> =
+        const { core::cell::Cell::new(None) };
+}
+
+/// Runs `task` to completion on this thread, parking it until the soonest
+/// sleep the task waits for is due or the task is woken.
+#[cfg(feature = "std")]
+fn run_on_this_thread(mut task: core::pin::Pin<alloc::boxed::Box<dyn Future<Output = ()> + Send>>) {
+    let thread = crate::semaphore::ThreadWaker::new();
+    loop {
+        TIMER_THREAD_WAKE.set(Some(None));
+        if thread.poll(task.as_mut()).is_ready() {
+            TIMER_THREAD_WAKE.set(None);
+            return;
+        }
+        // A deadline already past: poll again at once.
+        let _ = thread.park(TIMER_THREAD_WAKE.get().flatten());
+    }
 }
 
 /// The [`Timer::Sleep`] of a [`ThreadTimer`]: ready once its deadline has
@@ -103,7 +140,8 @@ impl Timer for ThreadTimer {
 ///
 /// # Panics
 ///
-/// When polled before its deadline: a `ThreadTimer` cannot wake a task.
+/// When polled before its deadline by an async task other than one the
+/// `ThreadTimer` [spawned](Timer::spawn): nothing else would wake it.
 #[cfg(feature = "std")]
 #[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]
@@ -120,13 +158,23 @@ impl Future for ThreadSleep {
         self: core::pin::Pin<&mut Self>,
         _: &mut core::task::Context<'_>,
     ) -> core::task::Poll<()> {
-        match self.at {
-            Some(at) if std::time::Instant::now() >= at => core::task::Poll::Ready(()),
-            _ => panic!(
-                "admit::ThreadTimer cannot sleep in an async task: it is for a gate's \
-                 blocking calls (acquire_blocking); give a gate awaited from async code a \
-                 runtime adapter's timer (admit_tokio::gate, admit_smol::gate)"
-            ),
+        if let Some(at) = self.at {
+            if std::time::Instant::now() >= at {
+                return core::task::Poll::Ready(());
+            }
         }
+        if let Some(soonest) = TIMER_THREAD_WAKE.get() {
+            let soonest = match (soonest, self.at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            TIMER_THREAD_WAKE.set(Some(soonest));
+            return core::task::Poll::Pending;
+        }
+        panic!(
+            "admit::ThreadTimer cannot sleep in an async task: it is for a gate's \
+             blocking calls (acquire_blocking); give a gate awaited from async code a \
+             runtime adapter's timer (admit_tokio::gate, admit_smol::gate)"
+        );
     }
 }
