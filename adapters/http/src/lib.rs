@@ -14,15 +14,15 @@ pub fn response_parts(error: &GateError) -> Option<(StatusCode, Option<HeaderVal
     status(error).map(|status| (status, retry_after(error)))
 }
 
-/// The status to answer `error` with: `503 Service Unavailable` for
-/// [`GateError::Busy`], [`GateError::ExceedsCapacity`] and [`GateError::Closed`];
-/// `None` for [`GateError::Cancelled`], to which nothing is written.
+/// The status to answer `error` with: `None` for [`GateError::Cancelled`], to
+/// which nothing is written; `503 Service Unavailable` for every other variant
+/// (the table in the [crate docs](crate)).
 #[must_use]
 pub fn status(error: &GateError) -> Option<StatusCode> {
     match error {
         GateError::Cancelled => None,
-        // Busy, ExceedsCapacity, Closed, and any refusal a later version adds: the
-        // server cannot serve the request now.
+        // Every refusal, and any a later version adds: the server cannot serve the
+        // request now.
         _ => Some(StatusCode::SERVICE_UNAVAILABLE),
     }
 }

@@ -59,6 +59,18 @@ fn exceeds_capacity_is_503_without_retry_after() {
 }
 
 #[test]
+fn exceeds_max_units_is_503_without_retry_after() {
+    let e = GateError::ExceedsMaxUnits {
+        requested: 3,
+        max_units: 2,
+    };
+    assert_eq!(
+        response_parts(&e),
+        Some((StatusCode::SERVICE_UNAVAILABLE, None))
+    );
+}
+
+#[test]
 fn closed_is_503_without_retry_after() {
     let e = GateError::Closed;
     assert_eq!(
