@@ -1218,3 +1218,56 @@ fn a_lease_start_is_heard_once_before_its_end_and_a_panicking_hook_loses_no_unit
         ["start upload 1 Critical", "end drained"]
     );
 }
+
+#[test]
+fn an_end_says_how_late_past_its_deadline_it_came() {
+    #[derive(Default)]
+    struct Late(Mutex<Vec<(LeaseEnd, Duration)>>);
+    impl Observer for Late {
+        fn on_lease_end(&self, e: &LeaseEndEvent) {
+            self.0.lock().unwrap().push((e.how, e.late));
+        }
+    }
+    let timer = ManualTimer::new();
+    let observer = Arc::new(Late::default());
+    let gate = Gate::builder(4)
+        .timer(timer.clone())
+        .observer(Arc::clone(&observer))
+        .build()
+        .unwrap();
+    let (leases, driver) = Leases::with_driver(&gate, IDLE);
+    let open = |id: u32| {
+        leases
+            .insert(id, gate.try_acquire(1, Src::Upload).unwrap(), ())
+            .unwrap();
+    };
+    // No driver runs: a request finds the lease 100 s past its deadline.
+    open(1);
+    timer.advance(IDLE + secs(100));
+    assert_eq!(leases.touch(&1), Err(LeaseError::Ended(LeaseEnd::Expired)));
+    // The driver, woken at the deadline, is on time; an owner's end is never late.
+    let flag = Arc::new(Flag::default());
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut driver = Box::pin(driver);
+    assert!(driver
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    open(2);
+    open(3);
+    leases.checkout(&3).unwrap().finish();
+    timer.advance(IDLE);
+    assert!(flag.take());
+    assert!(driver
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    assert_eq!(
+        *observer.0.lock().unwrap(),
+        [
+            (LeaseEnd::Expired, secs(100)),
+            (LeaseEnd::Finished, Duration::ZERO),
+            (LeaseEnd::Expired, Duration::ZERO)
+        ]
+    );
+}

@@ -211,6 +211,9 @@ struct Ending<V, S: Source> {
     value: Option<V>,
     permit: GatePermit<S>,
     how: LeaseEnd,
+    /// How long past its deadline it ended, when the driver or a request
+    /// found it due (zero otherwise).
+    late: Duration,
     /// Woken once its units are back: it was the last live lease, and drains
     /// wait for that.
     then_wake: Vec<Waker>,
@@ -571,7 +574,8 @@ where
         let key = key.clone();
         match live.deadline.map(|own| state.due(own)) {
             Some((deadline, how)) if deadline <= now => {
-                let ending = state.end(key, how, now);
+                let mut ending = state.end(key, how, now);
+                ending.late = now - deadline;
                 drop(state);
                 end_all(&self.gate, core::iter::once(ending), Panics::Resume);
                 Err(LeaseError::Ended(how))
@@ -636,7 +640,9 @@ where
                 if due > now {
                     break;
                 }
-                ending.push(state.end(id, how, now));
+                let mut end = state.end(id, how, now);
+                end.late = now - due;
+                ending.push(end);
             }
             state.shrink();
             let next = if more {
@@ -723,6 +729,7 @@ impl<K: Hash + Eq + Clone, V, S: Source> State<K, V, S> {
             value: live.value,
             permit: live.permit,
             how,
+            late: Duration::ZERO,
             then_wake,
         }
     }
@@ -786,6 +793,7 @@ fn end_all<V, S: Source, T: Timer, O: Observer>(
         value,
         permit,
         how,
+        late,
         then_wake,
     } in ending
     {
@@ -796,7 +804,8 @@ fn end_all<V, S: Source, T: Timer, O: Observer>(
             permit.held_for(),
             how,
         )
-        .with_priority(permit.priority());
+        .with_priority(permit.priority())
+        .with_late(late);
         let told = catch_unwind(AssertUnwindSafe(|| {
             gate.inner.observer.on_lease_end(&event)
         }));

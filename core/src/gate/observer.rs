@@ -183,6 +183,11 @@ pub struct LeaseEndEvent {
     pub how: LeaseEnd,
     /// The priority class its units were admitted with.
     pub priority: Priority,
+    /// How long past its deadline it ended, when the table's driver or a
+    /// request found it due; zero for an end by its owner or at its check-in.
+    /// A driver that runs keeps this near zero: seconds mean it is late or
+    /// not running.
+    pub late: Duration,
 }
 
 impl LeaseEndEvent {
@@ -195,7 +200,15 @@ impl LeaseEndEvent {
             held,
             how,
             priority: Priority::Critical,
+            late: Duration::ZERO,
         }
+    }
+
+    /// The same, ended `late` past its deadline.
+    #[must_use]
+    pub const fn with_late(mut self, late: Duration) -> Self {
+        self.late = late;
+        self
     }
 
     /// The same, of class `priority`.
