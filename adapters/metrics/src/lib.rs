@@ -5,8 +5,8 @@ use core::time::Duration;
 use std::sync::OnceLock;
 
 use admit::{
-    AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, OverloadEvent,
-    Priority, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
+    AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, LeaseStartEvent,
+    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
 };
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
@@ -117,10 +117,11 @@ fn priority_index(priority: Priority) -> usize {
         .expect("every class is in ALL")
 }
 
-/// A count slot once its count was handed over: events then go to the handles.
-const IN_USE_HANDED_OVER: isize = isize::MIN;
-/// A shed (or cut) slot once its count was handed over.
-const SHEDS_HANDED_OVER: u64 = u64::MAX;
+/// A gauge's count (units in use, live leases) once it was handed over: events
+/// then go to the handles.
+const GAUGE_HANDED_OVER: isize = isize::MIN;
+/// A counter's count (sheds, cuts, admissions) once it was handed over.
+const COUNTER_HANDED_OVER: u64 = u64::MAX;
 
 /// What the observer knows from `on_start` and counts itself while no handles are
 /// resolved.
@@ -142,11 +143,16 @@ struct State {
     /// The overload state last reported: not overloaded at `on_start`, then
     /// `on_overload`.
     overloaded: AtomicBool,
-    /// Units admitted minus units released, or [`IN_USE_HANDED_OVER`].
+    /// Units admitted minus units released, or [`GAUGE_HANDED_OVER`].
     in_use: AtomicIsize,
-    /// Sheds at `slot(source, reason)`, or [`SHEDS_HANDED_OVER`].
+    /// Admissions at `admit_slot(source, priority)`, or [`COUNTER_HANDED_OVER`].
+    admissions: Box<[AtomicU64]>,
+    /// Leases started minus leases ended, per source in `sources` order, or
+    /// [`GAUGE_HANDED_OVER`].
+    leases_live: Box<[AtomicIsize]>,
+    /// Sheds at `slot(source, reason)`, or [`COUNTER_HANDED_OVER`].
     sheds: Box<[AtomicU64]>,
-    /// Cuts at `cut_slot(source, reason)`, or [`SHEDS_HANDED_OVER`].
+    /// Cuts at `cut_slot(source, reason)`, or [`COUNTER_HANDED_OVER`].
     cuts: Box<[AtomicU64]>,
 }
 
@@ -157,7 +163,7 @@ enum Counted {
     Pending,
     /// The count was already handed over: the event goes to the handles.
     HandedOver,
-    /// A shed or cut of a label or reason outside the known set: it has no slot.
+    /// An event of a label or reason outside the known set: it has no slot.
     NoSlot,
 }
 
@@ -203,6 +209,10 @@ impl State {
             capacity: AtomicU64::new(capacity.pack()),
             overloaded: AtomicBool::new(false),
             in_use: AtomicIsize::new(0),
+            admissions: (0..sources.len() * PRIORITIES)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            leases_live: (0..sources.len()).map(|_| AtomicIsize::new(0)).collect(),
             sheds: (0..sources.len() * REASONS * PRIORITIES)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -212,19 +222,32 @@ impl State {
         }
     }
 
+    /// The position of `source` among the gate's labels, if it is one of them:
+    /// its index in `leases_live` and in `Handles::leases_live`.
+    fn source_index(&self, source: &'static str) -> Option<usize> {
+        self.sources.iter().position(|&label| label == source)
+    }
+
     /// The index of `(source, reason, priority)` in `sheds` and in `Handles::shed_total`, if
     /// both are known (a gate only reports its own labels; a reason added to
     /// `admit` later, or an observer called by hand, may not be).
     fn slot(&self, source: &'static str, reason: ShedReason, priority: Priority) -> Option<usize> {
-        let source = self.sources.iter().position(|&label| label == source)?;
+        let source = self.source_index(source)?;
         let reason = ShedReason::ALL.iter().position(|&r| r == reason)?;
         Some((source * REASONS + reason) * PRIORITIES + priority_index(priority))
+    }
+
+    /// The index of `(source, priority)` in `admissions` and in
+    /// `Handles::admitted_total`, if the source is known, as for
+    /// [`slot`](Self::slot).
+    fn admit_slot(&self, source: &'static str, priority: Priority) -> Option<usize> {
+        Some(self.source_index(source)? * PRIORITIES + priority_index(priority))
     }
 
     /// The index of `(source, reason)` in `cuts` and in `Handles::cuts_total`, if
     /// both are known, as for [`slot`](Self::slot).
     fn cut_slot(&self, source: &'static str, reason: CutReason) -> Option<usize> {
-        let source = self.sources.iter().position(|&label| label == source)?;
+        let source = self.source_index(source)?;
         let reason = CutReason::ALL.iter().position(|&r| r == reason)?;
         Some(source * CUT_REASONS + reason)
     }
@@ -235,6 +258,23 @@ impl State {
         let added = match event {
             Event::Admit { units, .. } => add_unless_handed_over(&self.in_use, signed(units)),
             Event::Release { units, .. } => add_unless_handed_over(&self.in_use, -signed(units)),
+            Event::Admitted { source, priority } => {
+                let Some(slot) = self.admit_slot(source, priority) else {
+                    return Counted::NoSlot;
+                };
+                increment_unless_handed_over(&self.admissions[slot])
+            }
+            Event::LeaseStart { source } | Event::LeaseEnd { source } => {
+                let Some(index) = self.source_index(source) else {
+                    return Counted::NoSlot;
+                };
+                let delta = if matches!(event, Event::LeaseStart { .. }) {
+                    1
+                } else {
+                    -1
+                };
+                add_unless_handed_over(&self.leases_live[index], delta)
+            }
             Event::Shed {
                 source,
                 reason,
@@ -262,15 +302,20 @@ impl State {
     /// Moves every count into `handles` and marks it handed over. Idempotent: a
     /// second call (a thread that lost the race to resolve) finds only marks.
     fn hand_over(&self, handles: &Handles) {
-        let in_use = self.in_use.swap(IN_USE_HANDED_OVER, Ordering::AcqRel);
-        if in_use != IN_USE_HANDED_OVER && in_use != 0 {
-            handles.units_in_use.increment(in_use as f64);
+        let in_use = core::iter::once((&self.in_use, &handles.units_in_use));
+        let leases_live = self.leases_live.iter().zip(handles.leases_live.iter());
+        for (pending, gauge) in in_use.chain(leases_live) {
+            let count = pending.swap(GAUGE_HANDED_OVER, Ordering::AcqRel);
+            if count != GAUGE_HANDED_OVER && count != 0 {
+                gauge.increment(count as f64);
+            }
         }
         let sheds = self.sheds.iter().zip(handles.shed_total.iter());
         let cuts = self.cuts.iter().zip(handles.cuts_total.iter());
-        for (pending, counter) in sheds.chain(cuts) {
-            let count = pending.swap(SHEDS_HANDED_OVER, Ordering::AcqRel);
-            if count != SHEDS_HANDED_OVER && count != 0 {
+        let admissions = self.admissions.iter().zip(handles.admitted_total.iter());
+        for (pending, counter) in sheds.chain(cuts).chain(admissions) {
+            let count = pending.swap(COUNTER_HANDED_OVER, Ordering::AcqRel);
+            if count != COUNTER_HANDED_OVER && count != 0 {
                 counter.increment(count);
             }
         }
@@ -306,22 +351,22 @@ impl State {
     }
 }
 
-/// Adds `delta` to `count` unless it holds [`IN_USE_HANDED_OVER`]; `false` if it
+/// Adds `delta` to `count` unless it holds [`GAUGE_HANDED_OVER`]; `false` if it
 /// did.
 fn add_unless_handed_over(count: &AtomicIsize, delta: isize) -> bool {
     count
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n != IN_USE_HANDED_OVER).then(|| n + delta)
+            (n != GAUGE_HANDED_OVER).then(|| n + delta)
         })
         .is_ok()
 }
 
-/// Adds 1 to a shed or cut `count` unless it holds [`SHEDS_HANDED_OVER`];
+/// Adds 1 to a counter's `count` unless it holds [`COUNTER_HANDED_OVER`];
 /// `false` if it did.
 fn increment_unless_handed_over(count: &AtomicU64) -> bool {
     count
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n != SHEDS_HANDED_OVER).then(|| n + 1)
+            (n != COUNTER_HANDED_OVER).then(|| n + 1)
         })
         .is_ok()
 }
@@ -351,6 +396,20 @@ enum Event {
     Release {
         units: usize,
         held: Duration,
+    },
+    /// One admission, for `admitted_total` (the units and the wait are
+    /// [`Admit`](Self::Admit)'s: each event has one count of its own).
+    Admitted {
+        source: &'static str,
+        priority: Priority,
+    },
+    /// A lease started: `leases_live` of its source goes up by one.
+    LeaseStart {
+        source: &'static str,
+    },
+    /// A lease ended: `leases_live` of its source goes down by one.
+    LeaseEnd {
+        source: &'static str,
     },
     Shed {
         source: &'static str,
@@ -382,6 +441,8 @@ struct Names {
     leases_ended_total: SharedString,
     lease_hold_seconds: SharedString,
     cuts_total: SharedString,
+    admitted_total: SharedString,
+    leases_live: SharedString,
 }
 
 /// Handles resolved against the first real recorder in force.
@@ -402,6 +463,10 @@ struct Handles {
     lease_hold_seconds: [Histogram; LEASE_ENDS],
     /// One counter per source × cut reason, at `State::cut_slot`.
     cuts_total: Box<[Counter]>,
+    /// One counter per source × class, at `State::admit_slot`.
+    admitted_total: Box<[Counter]>,
+    /// One gauge per source, at `State::source_index`.
+    leases_live: Box<[Gauge]>,
 }
 
 /// The ways a lease ends, counted apart: [`LeaseEnd::ALL`].
@@ -415,21 +480,18 @@ fn lease_end_index(how: LeaseEnd) -> usize {
         .expect("every way is in ALL")
 }
 
-/// The label key of a call site (sheds, lease ends, cuts).
+/// The label key of a call site (admissions, sheds, leases, cuts).
 const SOURCE_LABEL: &str = "source";
 /// The label key of a shed's or a cut's reason.
 const REASON_LABEL: &str = "reason";
-/// The label key of a request's priority class (sheds and waits).
+/// The label key of a request's priority class (admissions, sheds and waits).
 const PRIORITY_LABEL: &str = "priority";
 /// The label key of how a lease ended.
 const HOW_LABEL: &str = "how";
 
 impl MetricsObserver {
-    /// An observer whose metrics are named `<prefix>_units_in_use`,
-    /// `<prefix>_capacity_units`, `<prefix>_capacity_over_budget_units`,
-    /// `<prefix>_hold_seconds`, `<prefix>_wait_seconds`, `<prefix>_shed_total`,
-    /// `<prefix>_leases_ended_total`, `<prefix>_lease_hold_seconds`,
-    /// `<prefix>_cuts_total` and `<prefix>_overloaded`.
+    /// An observer reporting the metrics of the [table](crate#metrics), each
+    /// name starting with `<prefix>_`.
     ///
     /// The prefix should be `snake_case`, naming what the gate admits (e.g.
     /// `upload_sessions`), and be the gate's own: a second live observer of the
@@ -451,6 +513,8 @@ impl MetricsObserver {
             leases_ended_total: name("leases_ended_total"),
             lease_hold_seconds: name("lease_hold_seconds"),
             cuts_total: name("cuts_total"),
+            admitted_total: name("admitted_total"),
+            leases_live: name("leases_live"),
         };
         Self {
             prefix,
@@ -534,6 +598,18 @@ impl MetricsObserver {
              minimum rate after the grace; response: its client stopped reading the \
              response for the idle limit)."
         );
+        metrics::describe_counter!(
+            n.admitted_total.clone(),
+            Unit::Count,
+            "Callers admitted (granted their units) by the admission gate, per call site \
+             and priority class; with shed_total, the admission ratio per call site."
+        );
+        metrics::describe_gauge!(
+            n.leases_live.clone(),
+            Unit::Count,
+            "Leases (sessions that span requests) live now, per call site: started and \
+             not yet ended."
+        );
     }
 
     /// The shed counter of `(source, reason, priority)` in the recorder in force.
@@ -549,6 +625,20 @@ impl MetricsObserver {
             REASON_LABEL => reason.label(),
             PRIORITY_LABEL => priority.label()
         )
+    }
+
+    /// The admission counter of `(source, priority)` in the recorder in force.
+    fn admitted_counter(&self, source: &'static str, priority: Priority) -> Counter {
+        metrics::counter!(
+            self.names.admitted_total.clone(),
+            SOURCE_LABEL => source,
+            PRIORITY_LABEL => priority.label()
+        )
+    }
+
+    /// The live-leases gauge of `source` in the recorder in force.
+    fn leases_live_gauge(&self, source: &'static str) -> Gauge {
+        metrics::gauge!(self.names.leases_live.clone(), SOURCE_LABEL => source)
     }
 
     /// The cut counter of `(source, reason)` in the recorder in force.
@@ -583,12 +673,14 @@ impl MetricsObserver {
     }
 
     /// Registers every lease series in the recorder in force: each
-    /// `(source, how)` counter at 0, each `how` histogram.
+    /// `(source, how)` counter at 0, each `how` histogram, each source's live
+    /// gauge (moved by nothing: a second start keeps the count).
     fn register_lease_series(&self, state: &State) {
         for &source in state.sources.iter() {
             for how in LeaseEnd::ALL {
                 self.lease_counter(source, how).absolute(0);
             }
+            self.leases_live_gauge(source).increment(0.0);
         }
         for how in LeaseEnd::ALL {
             drop(self.lease_hold_histogram(how));
@@ -602,7 +694,7 @@ impl MetricsObserver {
 
     /// Describes and registers every metric in the recorder in force, each series
     /// at its starting value: the capacity, the overload state (0 at start), and 0
-    /// for every shed counter. Used when no handles are kept (a second gate, or no
+    /// for every counter. Used when no handles are kept (a second gate, or no
     /// real recorder yet).
     fn register_through_facade(&self, state: &State) {
         self.describe();
@@ -616,6 +708,9 @@ impl MetricsObserver {
                 for priority in Priority::ALL {
                     self.shed_counter(source, reason, priority).absolute(0);
                 }
+            }
+            for priority in Priority::ALL {
+                self.admitted_counter(source, priority).absolute(0);
             }
         }
         self.register_lease_series(state);
@@ -659,16 +754,31 @@ impl MetricsObserver {
                 .iter()
                 .flat_map(|&source| CutReason::ALL.map(|reason| self.cut_counter(source, reason)))
                 .collect(),
+            admitted_total: state
+                .sources
+                .iter()
+                .flat_map(|&source| {
+                    Priority::ALL.map(|priority| self.admitted_counter(source, priority))
+                })
+                .collect(),
+            leases_live: state
+                .sources
+                .iter()
+                .map(|&source| self.leases_live_gauge(source))
+                .collect(),
         };
-        // Every series exists from now on: the gauge at 0 until the hand-over adds
-        // the units counted so far, every counter at 0 until its sheds (cuts) are
-        // added.
-        resolved.units_in_use.increment(0.0);
+        // Every series exists from now on: each gauge at 0 until the hand-over
+        // adds the units (live leases) counted so far, every counter at 0 until
+        // its sheds (cuts, admissions) are added.
+        for gauge in core::iter::once(&resolved.units_in_use).chain(&resolved.leases_live) {
+            gauge.increment(0.0);
+        }
         for counter in resolved
             .shed_total
             .iter()
             .chain(&resolved.leases_ended_total)
             .chain(&resolved.cuts_total)
+            .chain(&resolved.admitted_total)
         {
             counter.absolute(0);
         }
@@ -714,7 +824,11 @@ impl MetricsObserver {
                     waited, priority, ..
                 } => handles.wait_seconds[priority_index(priority)].record(waited.as_secs_f64()),
                 Event::Release { held, .. } => handles.hold_seconds.record(held.as_secs_f64()),
-                Event::Shed { .. } | Event::Cut { .. } => {}
+                Event::Admitted { .. }
+                | Event::LeaseStart { .. }
+                | Event::LeaseEnd { .. }
+                | Event::Shed { .. }
+                | Event::Cut { .. } => {}
             },
             Counted::HandedOver | Counted::NoSlot => self.apply(handles, event),
         }
@@ -736,6 +850,11 @@ impl MetricsObserver {
                 metrics::gauge!(n.units_in_use.clone()).decrement(units as f64);
                 metrics::histogram!(n.hold_seconds.clone()).record(held.as_secs_f64());
             }
+            Event::Admitted { source, priority } => {
+                self.admitted_counter(source, priority).increment(1);
+            }
+            Event::LeaseStart { source } => self.leases_live_gauge(source).increment(1.0),
+            Event::LeaseEnd { source } => self.leases_live_gauge(source).decrement(1.0),
             Event::Shed {
                 source,
                 reason,
@@ -759,6 +878,30 @@ impl MetricsObserver {
             Event::Release { units, held } => {
                 h.units_in_use.decrement(units as f64);
                 h.hold_seconds.record(held.as_secs_f64());
+            }
+            Event::Admitted { source, priority } => {
+                match self
+                    .state
+                    .get()
+                    .and_then(|s| s.admit_slot(source, priority))
+                {
+                    Some(slot) => h.admitted_total[slot].increment(1),
+                    // A label the source type did not list at start: still counted.
+                    None => self.admitted_counter(source, priority).increment(1),
+                }
+            }
+            Event::LeaseStart { source } | Event::LeaseEnd { source } => {
+                let gauge = self.state.get().and_then(|s| s.source_index(source));
+                let delta = if matches!(event, Event::LeaseStart { .. }) {
+                    1.0
+                } else {
+                    -1.0
+                };
+                match gauge {
+                    Some(index) => h.leases_live[index].increment(delta),
+                    // A label the source type did not list at start: still counted.
+                    None => self.leases_live_gauge(source).increment(delta),
+                }
             }
             Event::Shed {
                 source,
@@ -834,6 +977,10 @@ impl admit::Observer for MetricsObserver {
             waited: event.waited,
             priority: event.priority,
         });
+        self.event(Event::Admitted {
+            source: event.source,
+            priority: event.priority,
+        });
     }
 
     fn on_release(&self, event: &ReleaseEvent) {
@@ -899,18 +1046,30 @@ impl admit::Observer for MetricsObserver {
         }
     }
 
-    /// On the handles, as every other event (resolved now if a recorder has
-    /// come since the start); before any recorder, through the facade (lost to
-    /// none, as any metric emitted then).
+    /// Counted as units in use are: on the handles, or, before any recorder,
+    /// in the observer's own count of live leases that a late recorder is
+    /// caught up with.
+    fn on_lease_start(&self, event: &LeaseStartEvent) {
+        self.event(Event::LeaseStart {
+            source: event.source,
+        });
+    }
+
+    /// The live count goes down by one, as a start's went up. The end itself
+    /// is counted on the handles, as every other event (resolved now if a
+    /// recorder has come since the start); before any recorder, through the
+    /// facade (lost to none, as any metric emitted then).
     fn on_lease_end(&self, event: &LeaseEndEvent) {
+        self.event(Event::LeaseEnd {
+            source: event.source,
+        });
         let handles = match (self.handles.get(), self.state.get()) {
             (Some(handles), _) => Some(handles),
             (None, Some(state)) if recorder_in_force() => Some(self.resolve(state)),
             _ => None,
         };
         let slot = self.state.get().and_then(|state| {
-            let source = state.sources.iter().position(|&l| l == event.source)?;
-            Some(source * LEASE_ENDS + lease_end_index(event.how))
+            Some(state.source_index(event.source)? * LEASE_ENDS + lease_end_index(event.how))
         });
         match (handles, slot) {
             (Some(h), Some(slot)) => {

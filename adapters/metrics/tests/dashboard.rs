@@ -176,8 +176,8 @@ fn the_dashboard_uses_its_variables_for_the_datasource_and_the_prefix() {
     assert!(DASHBOARD.contains("\"uid\": \"${datasource}\""));
 }
 
-/// Sheds are shown per call site and per reason (`wait_budget` | `queue_full` |
-/// `overload` | `hopeless`), so an operator sees which limit bites.
+/// Sheds are shown per call site and per reason, so an operator sees which limit
+/// bites.
 #[test]
 fn the_dashboard_shows_sheds_by_source_and_by_reason() {
     let mut queries = Vec::new();

@@ -41,8 +41,8 @@ async fn a_recorder_installed_after_the_gate_is_caught_up_and_then_receives_ever
     let snapshotter = recorder.snapshotter();
     metrics::set_global_recorder(recorder).unwrap();
 
-    // The next event catches it up: capacity, units held now, sheds so far per
-    // source and reason.
+    // The next event catches it up: capacity, units held now, admissions and
+    // sheds so far per source (and reason).
     drop(first);
     let m = read(&snapshotter);
     assert_eq!(gauge(&m, "late_capacity_units"), 4.0, "the resize");
@@ -52,6 +52,8 @@ async fn a_recorder_installed_after_the_gate_is_caught_up_and_then_receives_ever
     assert_eq!(counter(&m, "late_shed_total", "mirror", "no_wait"), 1);
     assert_eq!(counter(&m, "late_shed_total", "mirror", "wait_budget"), 0);
     assert_eq!(counter(&m, "late_shed_total", "mirror", "queue_full"), 0);
+    assert_eq!(counter(&m, "late_admitted_total", "mirror", ""), 1);
+    assert_eq!(counter(&m, "late_admitted_total", "upload", ""), 1);
     assert_eq!(histogram(&m, "late_hold_seconds").len(), 1, "this release");
     assert!(get(&m, "late_units_in_use", "", "").described);
 
@@ -66,6 +68,8 @@ async fn a_recorder_installed_after_the_gate_is_caught_up_and_then_receives_ever
     assert_eq!(gauge(&m, "late_capacity_units"), 5.0);
     assert_eq!(histogram(&m, "late_hold_seconds"), vec![2.0]);
     assert_eq!(histogram(&m, "late_wait_seconds"), vec![0.0]);
+    assert_eq!(counter(&m, "late_admitted_total", "upload", ""), 1);
+    assert_eq!(counter(&m, "late_admitted_total", "mirror", ""), 0);
     drop(upload);
     assert_eq!(gauge(&read(&snapshotter), "late_units_in_use"), -1.0);
 }

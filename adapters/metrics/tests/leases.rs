@@ -1,7 +1,9 @@
 //! `<prefix>_leases_ended_total{source, how}` and `<prefix>_lease_hold_seconds{how}`
 //! on a real gate (Tokio's paused clock), read back from a `DebuggingRecorder`:
 //! every `(source, how)` registered at 0, each end counted once by how, each
-//! hold observed under its way of ending.
+//! hold observed under its way of ending. And `<prefix>_leases_live{source}` on
+//! a real table: registered at 0 per source, following its starts and ends, and
+//! handed to a late recorder at the count in force.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -161,4 +163,113 @@ fn every_way_is_registered_and_an_aged_end_is_counted_under_aged() {
             assert!(held.is_empty(), "{key:?}: {held:?}");
         }
     }
+}
+
+/// The `<prefix>_leases_live` gauges, by source, as the recorder's reads add
+/// up: a read resets its gauges to 0, so each read is the change since the
+/// one before.
+#[derive(Debug, Default)]
+struct Live(BTreeMap<String, f64>);
+
+impl Live {
+    /// The gauges now (a read of the recorder: every series is reset).
+    fn read(&mut self, snapshotter: &Snapshotter, prefix: &str) -> Vec<(String, f64)> {
+        let name = format!("{prefix}_leases_live");
+        for ((n, labels), value) in read(snapshotter) {
+            if n != name {
+                continue;
+            }
+            let source = labels
+                .strip_prefix("source=")
+                .unwrap_or_else(|| panic!("{n}: labels {labels:?}"));
+            let DebugValue::Gauge(delta) = value else {
+                panic!("{n}{{{labels}}} is not a gauge: {value:?}");
+            };
+            *self.0.entry(source.to_owned()).or_default() += delta.into_inner();
+        }
+        self.0.iter().map(|(s, &v)| (s.clone(), v)).collect()
+    }
+}
+
+/// `[(source, live)]` in the order [`Live::read`] gives (by source label).
+fn live(upload: f64, mirror: f64) -> Vec<(String, f64)> {
+    vec![("mirror".to_owned(), mirror), ("upload".to_owned(), upload)]
+}
+
+fn thread_timer_gate(prefix: &str) -> admit::Gate<Route, admit::ThreadTimer, MetricsObserver> {
+    admit::Gate::builder(5)
+        .timer(admit::ThreadTimer::new())
+        .observer(MetricsObserver::new(prefix))
+        .build()
+        .unwrap()
+}
+
+/// A lease is live from its insert to its end, whichever way it ends; a
+/// refused insert or a checkout given back moves nothing.
+#[test]
+fn leases_live_follows_starts_and_ends_per_source() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let gate = metrics::with_local_recorder(&recorder, || thread_timer_gate("live"));
+    let leases = admit::Leases::new(&gate, IDLE);
+    let mut gauges = Live::default();
+    assert_eq!(
+        gauges.read(&snapshotter, "live"),
+        live(0.0, 0.0),
+        "registered"
+    );
+
+    for id in 0..3 {
+        let permit = gate.try_acquire(1, Route::Upload).unwrap();
+        leases.insert(id, permit, ()).unwrap();
+    }
+    let permit = gate.try_acquire(1, Route::Mirror).unwrap();
+    leases.insert(3, permit, ()).unwrap();
+    assert_eq!(gauges.read(&snapshotter, "live"), live(3.0, 1.0));
+
+    // An id already live: the insert is refused, nothing starts.
+    let permit = gate.try_acquire(1, Route::Mirror).unwrap();
+    let (permit, ()) = leases.insert(0, permit, ()).unwrap_err();
+    drop(permit);
+    // A checkout given back leaves the lease live.
+    drop(leases.checkout(&2).unwrap());
+    assert_eq!(gauges.read(&snapshotter, "live"), live(3.0, 1.0));
+
+    leases.checkout(&0).unwrap().finish();
+    leases.checkout(&1).unwrap().cancel();
+    leases.checkout(&3).unwrap().finish();
+    assert_eq!(gauges.read(&snapshotter, "live"), live(1.0, 0.0));
+    leases.checkout(&2).unwrap().finish();
+    assert_eq!(gauges.read(&snapshotter, "live"), live(0.0, 0.0));
+    assert_eq!(gate.in_use(), 0);
+}
+
+/// A table whose gate was built before any recorder: the first event that
+/// finds one (here a lease's end) brings each source's gauge to the leases
+/// live at that moment; later starts and ends go to its handles.
+#[test]
+fn a_late_recorder_gets_the_leases_live_in_force() {
+    let gate = thread_timer_gate("late"); // no recorder in force
+    let leases = admit::Leases::new(&gate, IDLE);
+    for id in 0..3 {
+        let permit = gate.try_acquire(1, Route::Upload).unwrap();
+        leases.insert(id, permit, ()).unwrap();
+    }
+    let permit = gate.try_acquire(1, Route::Mirror).unwrap();
+    leases.insert(3, permit, ()).unwrap();
+    leases.checkout(&0).unwrap().finish();
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || leases.checkout(&1).unwrap().finish());
+    let mut gauges = Live::default();
+    assert_eq!(gauges.read(&snapshotter, "late"), live(1.0, 1.0));
+
+    // Resolved: the recorder gets each start and end, in its scope or not.
+    let permit = gate.try_acquire(1, Route::Mirror).unwrap();
+    leases.insert(4, permit, ()).unwrap();
+    assert_eq!(gauges.read(&snapshotter, "late"), live(1.0, 2.0));
+    leases.checkout(&3).unwrap().cancel();
+    leases.checkout(&2).unwrap().finish();
+    assert_eq!(gauges.read(&snapshotter, "late"), live(0.0, 1.0));
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use admit::ShedReason::{Hopeless, Overload, QueueFull, WaitBudget};
 use admit::{
-    AdmitEvent, CapacityEvent, Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason,
-    StartEvent,
+    AdmitEvent, CapacityEvent, LeaseEnd, LeaseEndEvent, LeaseStartEvent, Observer, OverloadEvent,
+    ReleaseEvent, ShedEvent, ShedReason, StartEvent,
 };
 use admit_metrics::MetricsObserver;
 use metrics::Unit;
@@ -91,18 +91,14 @@ fn start_sets_capacity_and_registers_every_source_and_reason_at_zero() {
     assert_eq!(gauge(&m, "upload_sessions_units_in_use"), 0.0);
     assert_eq!(gauge(&m, "upload_sessions_overloaded"), 0.0);
     for source in SOURCES {
-        for reason in [
-            "wait_budget",
-            "ceiling",
-            "no_wait",
-            "queue_full",
-            "overload",
-            "hopeless",
-        ] {
-            assert_eq!(counter(&m, "upload_sessions_shed_total", source, reason), 0);
+        for reason in ShedReason::ALL {
+            assert_eq!(
+                counter(&m, "upload_sessions_shed_total", source, reason.label()),
+                0
+            );
         }
     }
-    // Exactly the declared sources × the six reasons, nothing else.
+    // Exactly the declared sources × every reason, nothing else.
     let shed_series = m
         .keys()
         .filter(|(name, _, _)| name == "upload_sessions_shed_total")
@@ -392,7 +388,8 @@ fn a_late_recorder_is_caught_up_with_the_overload_state() {
 
 /// The lock-free late-recorder path under threads: events race the resolution
 /// (one thread's event finds a recorder in the middle of the others' stream); in
-/// the end the gauge and the counters hold every event exactly once.
+/// the end the gauges (units in use, live leases) and the counters (sheds,
+/// admissions) hold every event exactly once.
 #[test]
 fn events_racing_a_late_recorder_are_each_counted_once() {
     const THREADS: usize = 4;
@@ -414,22 +411,33 @@ fn events_racing_a_late_recorder_are_each_counted_once() {
                     go.wait();
                     for i in 0..EVENTS {
                         progress.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        // Each thread keeps 1 unit in use at the end, and sheds once
-                        // every 10 events, from its own source, for every reason in
-                        // turn; thread 0 also turns the overload state over.
+                        // Each thread keeps 1 unit in use and 1 lease live (of its
+                        // own source) at the end, and sheds once every 10 events,
+                        // from its own source, for every reason in turn; thread 0
+                        // also turns the overload state over.
+                        let source = SOURCES[t % SOURCES.len()];
+                        observer.on_lease_start(&LeaseStartEvent::new(source, 1));
                         observer.on_admit(&AdmitEvent::new("npm_publish", 2, Duration::ZERO));
                         observer.on_release(&ReleaseEvent::new(
                             "npm_publish",
                             if i + 1 == EVENTS { 1 } else { 2 },
                             Duration::ZERO,
                         ));
+                        if i + 1 != EVENTS {
+                            observer.on_lease_end(&LeaseEndEvent::new(
+                                source,
+                                1,
+                                Duration::ZERO,
+                                LeaseEnd::Finished,
+                            ));
+                        }
                         if t == 0 && i % OVERLOAD_EVERY == 0 {
                             observer.on_overload(&overload(overloaded_at(i)));
                         }
                         if i % 10 == 0 {
                             let reason = ShedReason::ALL[i / 10 % ShedReason::ALL.len()];
                             observer.on_shed(&ShedEvent::new(
-                                SOURCES[t % SOURCES.len()],
+                                source,
                                 1,
                                 Duration::ZERO,
                                 reason,
@@ -458,6 +466,19 @@ fn events_racing_a_late_recorder_are_each_counted_once() {
             "round {round}"
         );
         assert_eq!(gauge(&m, "race_capacity_units"), 6.0);
+        assert_eq!(
+            counter(&m, "race_admitted_total", "npm_publish", ""),
+            (THREADS * EVENTS) as u64,
+            "round {round}: every admission once"
+        );
+        for (i, source) in SOURCES.iter().enumerate() {
+            let threads = (0..THREADS).filter(|t| t % SOURCES.len() == i).count();
+            assert_eq!(
+                get(&m, "race_leases_live", source, "").value,
+                metrics_util::debugging::DebugValue::Gauge((threads as f64).into()),
+                "round {round}: {source}'s live leases"
+            );
+        }
         let last_change = (EVENTS - 1) / OVERLOAD_EVERY * OVERLOAD_EVERY;
         assert_eq!(
             gauge(&m, "race_overloaded"),
