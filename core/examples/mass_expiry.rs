@@ -9,7 +9,7 @@
 //! touch; once the abandoned ones are due, the driver ends them all. Prints,
 //! per round, how long the units took to come back (from the first to the
 //! last, as the main thread saw them) and the touches that overlapped that:
-//! count, p50, p99, max.
+//! count, p50, p99, max, and how many waited over 1 ms.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: u32 = args.next().map_or(100_000, |a| a.parse().expect("LEASES"));
     let rounds: u32 = args.next().map_or(5, |a| a.parse().expect("ROUNDS"));
-    println!("leases\tending_ms\ttouches\tp50_us\tp99_us\tmax_us");
+    println!("leases\tending_ms\ttouches\tp50_us\tp99_us\tmax_us\tover_1ms");
     for _ in 0..rounds {
         round(n);
     }
@@ -87,11 +87,15 @@ fn round(n: u32) {
             .map_or(0, Duration::as_micros)
     };
     println!(
-        "{n}\t{:.1}\t{}\t{}\t{}\t{}",
+        "{n}\t{:.1}\t{}\t{}\t{}\t{}\t{}",
         (pass_end - pass_start).as_secs_f64() * 1e3,
         during.len(),
         at(0.5),
         at(0.99),
-        during.last().map_or(0, Duration::as_micros)
+        during.last().map_or(0, Duration::as_micros),
+        during
+            .iter()
+            .filter(|took| **took > Duration::from_millis(1))
+            .count()
     );
 }
