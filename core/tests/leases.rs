@@ -1024,7 +1024,7 @@ fn a_mass_expiry_lets_go_of_the_table_between_batches() {
             }
         }
     }
-    const N: u32 = 1_000;
+    const N: u32 = if cfg!(miri) { 200 } else { 1_000 };
     let timer = ManualTimer::new();
     let observer = Arc::new(LiveAtEnd::default());
     let gate = Gate::builder(N as usize)
@@ -1146,7 +1146,8 @@ fn leases_on_a_thread_timer_expire_with_no_request_arriving() {
         .timer(admit::ThreadTimer::new())
         .build()
         .unwrap();
-    let leases: Leases<u32, (), Src, _, _> = Leases::new(&gate, Duration::from_millis(20));
+    let leases: Leases<u32, (), Src, _, _> =
+        Leases::new(&gate, Duration::from_millis(20)).remember_ended(Duration::from_secs(3600));
     leases
         .insert(1, gate.try_acquire(1, Src::Upload).unwrap(), ())
         .unwrap();
