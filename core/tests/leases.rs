@@ -160,29 +160,49 @@ impl Flag {
 
 type TestExpire = Expire<String, Session, Src, ManualTimer, Arc<Ends>>;
 
-struct Driver {
-    future: Pin<Box<TestExpire>>,
+/// A future polled by hand, with a waker that remembers it was woken.
+struct ByHand<F: Future> {
+    future: Pin<Box<F>>,
     flag: Arc<Flag>,
 }
 
+impl<F: Future> ByHand<F> {
+    fn new(future: F) -> Self {
+        Self {
+            future: Box::pin(future),
+            flag: Arc::new(Flag::default()),
+        }
+    }
+
+    fn poll(&mut self) -> Poll<F::Output> {
+        let waker = Waker::from(Arc::clone(&self.flag));
+        self.future.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+
+    /// Whether it was woken since this was last asked.
+    fn woken(&self) -> bool {
+        self.flag.take()
+    }
+}
+
+/// A table's driver, polled by hand.
+struct Driver(ByHand<TestExpire>);
+
 impl Driver {
     fn new(s: &Setup) -> Self {
-        let mut driver = Self {
-            future: Box::pin(s.driver.lock().unwrap().take().expect("one driver a table")),
-            flag: Arc::new(Flag::default()),
-        };
+        let driver = s.driver.lock().unwrap().take().expect("one driver a table");
+        let mut driver = Self(ByHand::new(driver));
         assert!(driver.poll().is_pending());
         driver
     }
 
     fn poll(&mut self) -> Poll<()> {
-        let waker = Waker::from(Arc::clone(&self.flag));
-        self.future.as_mut().poll(&mut Context::from_waker(&waker))
+        self.0.poll()
     }
 
     /// Polls it if it was woken; returns whether it was.
     fn run_if_woken(&mut self) -> bool {
-        let woken = self.flag.take();
+        let woken = self.0.woken();
         if woken {
             assert!(self.poll().is_pending());
         }
@@ -447,7 +467,7 @@ fn the_driver_completes_once_the_table_is_gone() {
     let mut driver = Driver::new(&s);
     let Setup { leases, .. } = s;
     drop(leases);
-    assert!(driver.flag.take(), "the table's end wakes the driver");
+    assert!(driver.0.woken(), "the table's end wakes the driver");
     assert!(driver.poll().is_ready());
 }
 
@@ -1039,19 +1059,11 @@ fn a_mass_expiry_lets_go_of_the_table_between_batches() {
             .unwrap();
     }
     *observer.leases.lock().unwrap() = Some(leases.clone());
-    let flag = Arc::new(Flag::default());
-    let waker = Waker::from(Arc::clone(&flag));
-    let mut driver = Box::pin(driver);
-    assert!(driver
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending());
+    let mut driver = ByHand::new(driver);
+    assert!(driver.poll().is_pending());
     timer.advance(IDLE);
-    assert!(flag.take());
-    assert!(driver
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending());
+    assert!(driver.woken());
+    assert!(driver.poll().is_pending());
     let seen = observer.seen.lock().unwrap().clone();
     *observer.leases.lock().unwrap() = None;
     assert_eq!(seen.len(), N as usize);
@@ -1076,21 +1088,15 @@ fn a_mass_expiry_lets_go_of_the_table_between_batches() {
 fn a_drain_completes_early_once_the_last_lease_has_ended() {
     let s = setup();
     s.open("a", 1);
-    let drain = s.leases.drain(secs(10));
-    let flag = Arc::new(Flag::default());
-    let waker = Waker::from(Arc::clone(&flag));
-    let mut drain = Box::pin(drain);
-    assert!(drain
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending());
+    let mut drain = ByHand::new(s.leases.drain(secs(10)));
+    assert!(drain.poll().is_pending());
     s.leases.checkout("a").unwrap().finish();
-    assert!(flag.take(), "the last end wakes the drain, its units back");
+    assert!(
+        drain.woken(),
+        "the last end wakes the drain, its units back"
+    );
     assert_eq!(s.gate.in_use(), 0);
-    assert!(drain
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_ready());
+    assert!(drain.poll().is_ready());
 }
 
 #[test]
@@ -1101,19 +1107,11 @@ fn a_drain_awaited_to_its_end_ends_the_idle_leases_itself() {
     s.open("idle", 1);
     s.open("busy", 1);
     let busy = s.leases.checkout("busy").unwrap();
-    let flag = Arc::new(Flag::default());
-    let waker = Waker::from(Arc::clone(&flag));
-    let mut drain = Box::pin(s.leases.drain(secs(10)));
-    assert!(drain
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending());
+    let mut drain = ByHand::new(s.leases.drain(secs(10)));
+    assert!(drain.poll().is_pending());
     s.timer.advance(secs(10));
-    assert!(flag.take());
-    assert!(drain
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_ready());
+    assert!(drain.woken());
+    assert!(drain.poll().is_ready());
     assert_eq!(
         s.gate.in_use(),
         1,
@@ -1247,22 +1245,14 @@ fn an_end_says_how_late_past_its_deadline_it_came() {
     timer.advance(IDLE + secs(100));
     assert_eq!(leases.touch(&1), Err(LeaseError::Ended(LeaseEnd::Expired)));
     // The driver, woken at the deadline, is on time; an owner's end is never late.
-    let flag = Arc::new(Flag::default());
-    let waker = Waker::from(Arc::clone(&flag));
-    let mut driver = Box::pin(driver);
-    assert!(driver
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending());
+    let mut driver = ByHand::new(driver);
+    assert!(driver.poll().is_pending());
     open(2);
     open(3);
     leases.checkout(&3).unwrap().finish();
     timer.advance(IDLE);
-    assert!(flag.take());
-    assert!(driver
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending());
+    assert!(driver.woken());
+    assert!(driver.poll().is_pending());
     assert_eq!(
         *observer.0.lock().unwrap(),
         [
