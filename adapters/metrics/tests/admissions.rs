@@ -163,11 +163,7 @@ admit::sources! {
 fn a_gate_counts_its_admissions_per_source_and_class() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = support::paused_runtime();
     metrics::with_local_recorder(&recorder, || {
         rt.block_on(async {
             let gate = admit_tokio::gate::<Route>(2)

@@ -79,11 +79,7 @@ fn identifiers(expr: &str) -> Vec<String> {
 fn exported(prefix: &str) -> BTreeSet<String> {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = support::paused_runtime();
     metrics::with_local_recorder(&recorder, || {
         rt.block_on(async {
             let gate = admit_tokio::gate(1)

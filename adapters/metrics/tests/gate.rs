@@ -35,11 +35,7 @@ async fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
 /// gate is built (the handles are resolved then). Whatever `test` returns (e.g.
 /// permits still held) lives until the caller drops it.
 fn run<T, F: std::future::Future<Output = T>>(recorder: &DebuggingRecorder, test: F) -> T {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = support::paused_runtime();
     metrics::with_local_recorder(recorder, || rt.block_on(test))
 }
 

@@ -5,6 +5,8 @@
 //! a real table: registered at 0 per source, following its starts and ends, and
 //! handed to a late recorder at the count in force.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -37,11 +39,7 @@ fn read(snapshotter: &Snapshotter) -> BTreeMap<(String, String), DebugValue> {
 fn each_lease_end_is_counted_once_by_source_and_how_with_its_hold() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let rt = support::paused_runtime();
     metrics::with_local_recorder(&recorder, || {
         rt.block_on(async {
             let gate = admit_tokio::gate::<Route>(4)

@@ -119,3 +119,13 @@ pub fn histogram(m: &HashMap<Key, Series>, name: &str) -> Vec<f64> {
         other => panic!("{name} is not a histogram: {other:?}"),
     }
 }
+
+/// A current-thread Tokio runtime on a paused clock: virtual time, so a test
+/// orders its events without waiting.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
