@@ -101,8 +101,8 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
     /// gate is dropped or closed, or at once without an overload target.
     ///
     /// A gate whose timer can spawn ([`Timer::spawn`]: the Tokio, smol and async-std
-    /// adapters', and [`ThreadTimer`](crate::ThreadTimer) on a thread) runs it from
-    /// `build`; with another timer, spawn it.
+    /// adapters', and `ThreadTimer` on a thread) runs it from `build`; with another
+    /// timer, spawn it.
     pub fn watch_overload(&self) -> impl Future<Output = ()> + Send + 'static {
         let inner = alloc::sync::Arc::downgrade(&self.inner);
         async move {

@@ -68,7 +68,7 @@ pub trait Observer: Send + Sync + 'static {
         let _ = event;
     }
 
-    /// A lease started ([`Leases::insert`](crate::Leases::insert)): its units
+    /// A lease started (`Leases::insert`): its units
     /// are held by the table from now until [`on_lease_end`](Self::on_lease_end),
     /// which follows once for it. With that hook, a gauge of live leases.
     fn on_lease_start(&self, event: &LeaseStartEvent) {
