@@ -9,7 +9,8 @@
 //! between), timing each touch; once the abandoned ones are due, the driver
 //! ends them all. Prints, per round, how long the units took to come back
 //! (from the first to the last, as the main thread saw them) and the touches
-//! that overlapped that: count, p50, p99, max, and how many waited over 1 ms.
+//! that overlapped that: count, p50, p99, max, and how many waited over 1 ms;
+//! then the same over every round's touches (`all`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,13 +27,38 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: u32 = args.next().map_or(100_000, |a| a.parse().expect("LEASES"));
     let rounds: u32 = args.next().map_or(5, |a| a.parse().expect("ROUNDS"));
+    let mut all = Vec::new();
     println!("leases\tending_ms\ttouches\tp50_us\tp99_us\tmax_us\tover_1ms");
     for _ in 0..rounds {
-        round(n);
+        all.extend(round(n));
     }
+    println!("{}", summary("all", 0.0, all));
 }
 
-fn round(n: u32) {
+/// A line of the table: the touches' count, p50, p99, max and how many took
+/// over 1 ms.
+fn summary(what: &str, pass_ms: f64, mut touches: Vec<Duration>) -> String {
+    touches.sort();
+    let at = |q: f64| {
+        touches
+            .get(((touches.len() as f64 * q) as usize).min(touches.len().saturating_sub(1)))
+            .map_or(0, Duration::as_micros)
+    };
+    format!(
+        "{what}\t{pass_ms:.1}\t{}\t{}\t{}\t{}\t{}",
+        touches.len(),
+        at(0.5),
+        at(0.99),
+        touches.last().map_or(0, Duration::as_micros),
+        touches
+            .iter()
+            .filter(|took| **took > Duration::from_millis(1))
+            .count()
+    )
+}
+
+/// One round; returns the touches that overlapped the pass.
+fn round(n: u32) -> Vec<Duration> {
     let gate = Gate::builder(n as usize + 1)
         .timer(ThreadTimer::new())
         .build()
@@ -72,27 +98,12 @@ fn round(n: u32) {
     let pass_end = Instant::now();
     stop.store(true, Ordering::Relaxed);
     let touches = toucher.join().unwrap();
-    let mut during: Vec<Duration> = touches
+    let during: Vec<Duration> = touches
         .iter()
         .filter(|(start, took)| *start + *took >= pass_start && *start <= pass_end)
         .map(|&(_, took)| took)
         .collect();
-    during.sort();
-    let at = |q: f64| {
-        during
-            .get(((during.len() as f64 * q) as usize).min(during.len().saturating_sub(1)))
-            .map_or(0, Duration::as_micros)
-    };
-    println!(
-        "{n}\t{:.1}\t{}\t{}\t{}\t{}\t{}",
-        (pass_end - pass_start).as_secs_f64() * 1e3,
-        during.len(),
-        at(0.5),
-        at(0.99),
-        during.last().map_or(0, Duration::as_micros),
-        during
-            .iter()
-            .filter(|took| **took > Duration::from_millis(1))
-            .count()
-    );
+    let pass_ms = (pass_end - pass_start).as_secs_f64() * 1e3;
+    println!("{}", summary(&n.to_string(), pass_ms, during.clone()));
+    during
 }

@@ -31,8 +31,10 @@
 //! - User code (a value's drop, the observer, a waker) never runs under the
 //!   lock, except the key's `Hash`, `Eq` and `Clone`, which the maps need.
 //! - No pass holds the lock for more than [`BATCH`] leases ended or ids
-//!   forgotten: a mass expiry lets go between batches, so a request waits for
-//!   one batch at most, not for the whole pass.
+//!   forgotten: a mass expiry lets go between batches, and while a request is
+//!   blocked on the lock it yields its thread (a bounded number of times)
+//!   before taking it again, so a request waits for about one batch, not for
+//!   the whole pass.
 //! - An ended id answers [`LeaseError::Ended`] until its own `remember`
 //!   window passes and [`LeaseError::Unknown`] after, whenever the table gets
 //!   round to forgetting it; the driver forgets it at that time, and the maps
@@ -49,11 +51,12 @@ use core::hash::Hash;
 use core::ops::{Deref, DerefMut};
 use core::panic::AssertUnwindSafe;
 use core::pin::Pin;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use super::handle::Gate;
 use super::observer::{LeaseEnd, LeaseEndEvent, LeaseStartEvent, Observer};
@@ -63,6 +66,10 @@ use super::timer::Timer;
 
 /// The most leases a pass ends, or ids it forgets, under one hold of the lock.
 const BATCH: usize = 64;
+
+/// The most times a pass yields its thread between two batches while a request
+/// is blocked on the lock.
+const HAND_OVER_YIELDS: usize = 16;
 
 /// A table of leases on one gate: permits held across requests, keyed by
 /// session id, each ended when it has been idle for `idle_limit` (or, with a
@@ -150,6 +157,9 @@ struct Table<K: Hash + Eq + Clone, V, S: Source, T: Timer, O: Observer> {
     gate: Gate<S, T, O>,
     idle_limit: Duration,
     state: Mutex<State<K, V, S>>,
+    /// Threads blocked on `state` now ([`Table::lock`]): a pass lets them
+    /// have it between batches ([`Table::pass`]).
+    blocked: AtomicUsize,
 }
 
 /// The table's state, locked.
@@ -283,6 +293,7 @@ where
         let table = Arc::new(Table {
             gate: gate.clone(),
             idle_limit,
+            blocked: AtomicUsize::new(0),
             state: Mutex::new(State {
                 remember: idle_limit,
                 max_age: None,
@@ -550,9 +561,18 @@ where
     /// panics is what `HashMap` itself allows), so a poisoned lock is taken as
     /// it is.
     fn lock(&self) -> MutexGuard<'_, State<K, V, S>> {
-        self.state
+        match self.state.try_lock() {
+            Ok(state) => return state,
+            Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        self.blocked.fetch_add(1, Ordering::Relaxed);
+        let state = self
+            .state
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.blocked.fetch_sub(1, Ordering::Relaxed);
+        state
     }
 
     /// The table locked, and the key of the live lease under `id`. A lease
@@ -658,6 +678,14 @@ where
             end_all(&self.gate, ending.into_iter(), Panics::Catch);
             if !more {
                 return next;
+            }
+            // The lock barges: a request woken to take it would lose it to
+            // this loop batch after batch. Give it a bounded chance first.
+            for _ in 0..HAND_OVER_YIELDS {
+                if self.blocked.load(Ordering::Relaxed) == 0 {
+                    break;
+                }
+                std::thread::yield_now();
             }
         }
     }
