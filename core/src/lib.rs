@@ -77,7 +77,10 @@ pub mod __model {
 #[doc(hidden)]
 pub use gate::{__label_count, __label_is_snake_case};
 #[cfg(feature = "std")]
-pub use gate::{memory_limit_in, memory_limit_of, process_memory_limit};
+pub use gate::{
+    memory_limit_in, memory_limit_of, memory_use_of, process_memory_limit, process_memory_use,
+    MemoryUse,
+};
 pub use gate::{
     whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, CutEvent, CutReason,
     GateError, LeaseEnd, LeaseEndEvent, LeaseStartEvent, Observer, OverloadEvent, Priority,

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use admit::{memory_limit_in, memory_limit_of, Capacity, Semaphore};
+use admit::{memory_limit_in, memory_limit_of, memory_use_of, Capacity, MemoryUse, Semaphore};
 
 #[test]
 fn rounds_down() {
@@ -309,4 +309,94 @@ fn an_unreadable_limit_is_skipped() {
     f.write("a/memory.max", "lots\n")
         .write("memory.max", "1073741824\n");
     assert_eq!(memory_limit_of(&f.0, "0::/a\n"), Some(1 << 30));
+}
+
+/// v2: the working set is `memory.current` less `inactive_file`, read at the
+/// cgroup whose limit binds.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn v2_working_set_is_usage_less_inactive_file() {
+    let f = Fixture::new("v2use");
+    f.write("system.slice/memory.max", "max\n")
+        .write("system.slice/app.service/memory.max", "536870912\n")
+        .write("system.slice/app.service/memory.current", "300000000\n")
+        .write(
+            "system.slice/app.service/memory.stat",
+            "anon 200000000\nfile 100000000\nactive_file 40000000\ninactive_file 60000000\n",
+        );
+    let membership = "0::/system.slice/app.service\n";
+    assert_eq!(
+        memory_use_of(&f.0, membership),
+        Some(MemoryUse::new(512 << 20, 240_000_000))
+    );
+}
+
+/// v1: `memory.usage_in_bytes` less `total_inactive_file` (the hierarchy's, not
+/// `inactive_file`, the cgroup's own).
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn v1_working_set_is_usage_less_total_inactive_file() {
+    let f = Fixture::new("v1use");
+    f.write("memory/memory.limit_in_bytes", "9223372036854771712\n")
+        .write("memory/job/memory.limit_in_bytes", "167772160\n")
+        .write("memory/job/memory.usage_in_bytes", "150000000\n")
+        .write(
+            "memory/job/memory.stat",
+            "cache 30000000\ninactive_file 1000\ntotal_inactive_file 20000000\n",
+        );
+    let membership = "4:memory:/job\n0::/\n";
+    assert_eq!(
+        memory_use_of(&f.0, membership),
+        Some(MemoryUse::new(160 << 20, 130_000_000))
+    );
+}
+
+/// The cgroup with the least room binds: a parent shared with a sibling can
+/// have less than the process's own, lower, limit leaves.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn the_cgroup_with_the_least_room_binds() {
+    let f = Fixture::new("leastroom");
+    f.write("pod/memory.max", "1000000000\n")
+        .write("pod/memory.current", "950000000\n")
+        .write("pod/app/memory.max", "500000000\n")
+        .write("pod/app/memory.current", "100000000\n");
+    let membership = "0::/pod/app\n";
+    assert_eq!(memory_limit_of(&f.0, membership), Some(500_000_000));
+    assert_eq!(
+        memory_use_of(&f.0, membership),
+        Some(MemoryUse::new(1_000_000_000, 950_000_000)),
+        "50 MB of room in the pod against 400 MB in the app"
+    );
+    // With the sibling gone, the app's own limit binds again.
+    f.write("pod/memory.current", "120000000\n");
+    assert_eq!(
+        memory_use_of(&f.0, membership),
+        Some(MemoryUse::new(500_000_000, 100_000_000))
+    );
+}
+
+/// No limit, or a limit with no readable usage: no reading. A stat file without
+/// the key, or none, counts no inactive cache; a cache larger than the usage
+/// (the two files are read apart) counts the working set as 0.
+#[test]
+#[cfg_attr(miri, ignore = "miri isolates the file system")]
+fn a_memory_use_needs_a_limit_and_a_usage() {
+    let f = Fixture::new("usenone");
+    f.write("app/memory.max", "max\n")
+        .write("app/memory.current", "1000\n");
+    assert_eq!(memory_use_of(&f.0, "0::/app\n"), None, "no limit");
+    f.write("app/memory.max", "4096\n")
+        .write("other/memory.max", "4096\n");
+    assert_eq!(
+        memory_use_of(&f.0, "0::/app\n"),
+        Some(MemoryUse::new(4096, 1000)),
+        "no stat file"
+    );
+    assert_eq!(memory_use_of(&f.0, "0::/other\n"), None, "no usage file");
+    f.write("app/memory.stat", "inactive_file 5000\n");
+    assert_eq!(
+        memory_use_of(&f.0, "0::/app\n"),
+        Some(MemoryUse::new(4096, 0))
+    );
 }

@@ -1,7 +1,10 @@
 //! The memory limit of a process, from the cgroup filesystem (v2 `memory.max`,
 //! then v1), so a server can size its gate from the memory it actually has at
-//! start (feature `std`).
+//! start; and the memory its cgroup uses against that limit, as the kernel
+//! counts it (feature `std`).
 
+use alloc::vec;
+use alloc::vec::Vec;
 use std::path::{Component, Path, PathBuf};
 
 /// cgroup v1 reports "no limit" as a huge page-aligned number
@@ -49,6 +52,107 @@ pub fn process_memory_limit() -> Option<u64> {
 /// path) falls back to [`memory_limit_in`]`(cgroup_root)`.
 #[must_use]
 pub fn memory_limit_of(cgroup_root: &Path, membership: &str) -> Option<u64> {
+    let (layout, cgroups) = cgroups_of(cgroup_root, membership)?;
+    cgroups
+        .iter()
+        .filter_map(|cgroup| read_limit(cgroup, layout))
+        .min()
+}
+
+/// The memory a process's cgroup uses against its limit, as the kernel counts
+/// it: what [`memory_use_of`] finds under `/sys/fs/cgroup` for the process's
+/// membership in `/proc/self/cgroup`.
+#[must_use]
+pub fn process_memory_use() -> Option<MemoryUse> {
+    let membership = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    memory_use_of(Path::new("/sys/fs/cgroup"), &membership)
+}
+
+/// The memory use of the cgroup that binds a process: of its cgroup and those
+/// above it that set a limit (found as [`memory_limit_of`] finds them), the one
+/// with the least room left under its limit, since the kernel reclaims, and
+/// then kills, at the first limit reached. That is usually the one with the
+/// lowest limit; a parent shared with siblings can have less room. `None` when
+/// no cgroup sets a limit, or the one that binds has no readable usage.
+///
+/// Its working set is what Kubernetes evicts by: v1
+/// `memory.usage_in_bytes` less `total_inactive_file` of `memory.stat`, v2
+/// `memory.current` less `inactive_file` (file cache the kernel drops before it
+/// reclaims anything else; a stat file without the key counts none).
+#[must_use]
+pub fn memory_use_of(cgroup_root: &Path, membership: &str) -> Option<MemoryUse> {
+    let (layout, cgroups) = cgroups_of(cgroup_root, membership)?;
+    cgroups
+        .iter()
+        .filter_map(|cgroup| {
+            let limit = read_limit(cgroup, layout)?;
+            let usage = read_number(&cgroup.join(layout.usage_file()))?;
+            let stat = std::fs::read_to_string(cgroup.join("memory.stat")).unwrap_or_default();
+            let inactive_file = stat_value(&stat, layout.inactive_file_key()).unwrap_or(0);
+            Some(MemoryUse {
+                limit,
+                working_set: usage.saturating_sub(inactive_file),
+            })
+        })
+        .min_by_key(|used| used.limit.saturating_sub(used.working_set))
+}
+
+/// A cgroup's memory limit and the working set counted against it
+/// ([`memory_use_of`]), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct MemoryUse {
+    /// The limit.
+    pub limit: u64,
+    /// Its usage less its inactive file cache.
+    pub working_set: u64,
+}
+
+impl MemoryUse {
+    /// A reading of `working_set` bytes against `limit` (for a source of your
+    /// own, and tests).
+    #[must_use]
+    pub const fn new(limit: u64, working_set: u64) -> Self {
+        Self { limit, working_set }
+    }
+}
+
+/// The two layouts of the memory controller's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    V1,
+    V2,
+}
+
+impl Layout {
+    fn limit_file(self) -> &'static str {
+        match self {
+            Layout::V1 => "memory.limit_in_bytes",
+            Layout::V2 => "memory.max",
+        }
+    }
+
+    fn usage_file(self) -> &'static str {
+        match self {
+            Layout::V1 => "memory.usage_in_bytes",
+            Layout::V2 => "memory.current",
+        }
+    }
+
+    /// The key of `memory.stat` for the cgroup's inactive file cache, its
+    /// descendants' included.
+    fn inactive_file_key(self) -> &'static str {
+        match self {
+            Layout::V1 => "total_inactive_file",
+            Layout::V2 => "inactive_file",
+        }
+    }
+}
+
+/// The layout, and the directories of the process's cgroup and of each above
+/// it up to the mount's root, its own first; or the mount's root alone, when the
+/// membership names none (see [`memory_limit_of`]).
+fn cgroups_of(cgroup_root: &Path, membership: &str) -> Option<(Layout, Vec<PathBuf>)> {
     let mut v1 = None;
     let mut v2 = None;
     for line in membership.lines() {
@@ -64,19 +168,48 @@ pub fn memory_limit_of(cgroup_root: &Path, membership: &str) -> Option<u64> {
             v2 = Some(path);
         }
     }
-    let (dir, file, path) = match (v1, v2) {
-        (Some(path), _) => (cgroup_root.join("memory"), "memory.limit_in_bytes", path),
-        (None, Some(path)) => (cgroup_root.to_path_buf(), "memory.max", path),
-        (None, None) => return memory_limit_in(cgroup_root),
+    let (dir, layout, path) = match (v1, v2) {
+        (Some(path), _) => (cgroup_root.join("memory"), Layout::V1, path),
+        (None, Some(path)) => (cgroup_root.to_path_buf(), Layout::V2, path),
+        (None, None) => return root_of(cgroup_root),
     };
     let Some(own) = below(&dir, path) else {
-        return memory_limit_in(cgroup_root);
+        return root_of(cgroup_root);
     };
-    own.ancestors()
+    let cgroups = own
+        .ancestors()
         .take_while(|cgroup| cgroup.starts_with(&dir))
-        .filter_map(|cgroup| std::fs::read_to_string(cgroup.join(file)).ok())
-        .filter_map(|contents| parse_limit(&contents))
-        .min()
+        .map(Path::to_path_buf)
+        .collect();
+    Some((layout, cgroups))
+}
+
+/// The mount's root as the one cgroup: v2 if it has `memory.max`, else v1's
+/// `memory` directory (see [`memory_limit_in`]).
+fn root_of(cgroup_root: &Path) -> Option<(Layout, Vec<PathBuf>)> {
+    if cgroup_root.join("memory.max").exists() {
+        return Some((Layout::V2, vec![cgroup_root.to_path_buf()]));
+    }
+    Some((Layout::V1, vec![cgroup_root.join("memory")]))
+}
+
+/// A cgroup's limit: `None` for none, or when it cannot be read.
+fn read_limit(cgroup: &Path, layout: Layout) -> Option<u64> {
+    let contents = std::fs::read_to_string(cgroup.join(layout.limit_file())).ok()?;
+    parse_limit(&contents)
+}
+
+/// A file holding one number.
+fn read_number(file: &Path) -> Option<u64> {
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// The value of `key` in a `memory.stat` (lines of `key value`).
+fn stat_value(stat: &str, key: &str) -> Option<u64> {
+    stat.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == key).then(|| value.trim().parse().ok()).flatten()
+    })
 }
 
 /// `dir` joined with the cgroup `path`, if `path` is absolute and plain (no
@@ -117,10 +250,6 @@ fn parse_limit(contents: &str) -> Option<u64> {
 /// holds the limit that matters.
 #[must_use]
 pub fn memory_limit_in(cgroup_root: &Path) -> Option<u64> {
-    if let Ok(v2) = std::fs::read_to_string(cgroup_root.join("memory.max")) {
-        return parse_limit(&v2);
-    }
-    let v1 =
-        std::fs::read_to_string(cgroup_root.join("memory").join("memory.limit_in_bytes")).ok()?;
-    parse_limit(&v1)
+    let (layout, cgroups) = root_of(cgroup_root)?;
+    read_limit(&cgroups[0], layout)
 }

@@ -83,7 +83,10 @@ pub use acquire::GateAcquire;
 pub use builder::{GateBuilder, NoTimer, MAX_WAIT_BUDGET, MIN_WAIT_BUDGET};
 pub use capacity::Capacity;
 #[cfg(feature = "std")]
-pub use cgroup::{memory_limit_in, memory_limit_of, process_memory_limit};
+pub use cgroup::{
+    memory_limit_in, memory_limit_of, memory_use_of, process_memory_limit, process_memory_use,
+    MemoryUse,
+};
 pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
 pub use handle::Gate;
