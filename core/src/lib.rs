@@ -79,17 +79,16 @@ pub use gate::{__label_count, __label_is_snake_case};
 #[cfg(feature = "std")]
 pub use gate::{
     memory_limit_in, memory_limit_of, memory_use_of, process_memory_limit, process_memory_use,
-    MemoryUse,
 };
 pub use gate::{
     whole_seconds_up, AdmitEvent, Capacity, CapacityEvent, ConfigError, CutEvent, CutReason,
-    GateError, LeaseEnd, LeaseEndEvent, LeaseStartEvent, Observer, OverloadEvent, Priority,
-    ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
+    GateError, LeaseEnd, LeaseEndEvent, LeaseStartEvent, MemoryEvent, MemoryUse, Observer,
+    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent, Timer,
 };
 #[cfg(feature = "alloc")]
 pub use gate::{
-    DrainTimeout, Gate, GateAcquire, GateBuilder, GateDrain, GatePermit, NoTimer, Pressure,
-    MAX_WAIT_BUDGET, MIN_WAIT_BUDGET,
+    DrainTimeout, Gate, GateAcquire, GateBuilder, GateDrain, GatePermit, MemoryWatch, NoTimer,
+    Pressure, MAX_WAIT_BUDGET, MIN_WAIT_BUDGET,
 };
 #[cfg(feature = "std")]
 pub use gate::{Expire, Lease, LeaseError, Leases, LeasesDrain, ThreadSleep, ThreadTimer};

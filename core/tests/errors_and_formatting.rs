@@ -74,6 +74,7 @@ fn gate_errors_read_as_an_operator_would_want() {
             "admission gate busy: the gate is overloaded and the wait reached its cap; retry after 2s",
             "admission gate busy: the estimated wait was longer than the wait allowed; retry after 2s",
             "admission gate busy: shed while parked for a request of a higher priority; retry after 2s",
+            "admission gate busy: its class is past its mark of the memory limit; retry after 2s",
         ]
     );
     assert_eq!(
@@ -209,7 +210,8 @@ fn shed_reasons_have_stable_labels() {
             "queue_full",
             "overload",
             "hopeless",
-            "outranked"
+            "outranked",
+            "memory"
         ]
     );
 }

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use admit::{
     AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, LeaseStartEvent,
-    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
+    MemoryEvent, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
 };
 use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
@@ -443,6 +443,9 @@ struct Names {
     cuts_total: SharedString,
     admitted_total: SharedString,
     leases_live: SharedString,
+    memory_limit_bytes: SharedString,
+    memory_working_set_bytes: SharedString,
+    memory_allowed_units: SharedString,
 }
 
 /// Handles resolved against the first real recorder in force.
@@ -515,6 +518,9 @@ impl MetricsObserver {
             cuts_total: name("cuts_total"),
             admitted_total: name("admitted_total"),
             leases_live: name("leases_live"),
+            memory_limit_bytes: name("memory_limit_bytes"),
+            memory_working_set_bytes: name("memory_working_set_bytes"),
+            memory_allowed_units: name("memory_allowed_units"),
         };
         Self {
             prefix,
@@ -569,7 +575,8 @@ impl MetricsObserver {
              queue_full: max_waiters already parked; overload: waited twice the overload target while the gate \
              was overloaded; hopeless: shed at arrival, its estimated wait longer than \
              it could wait; outranked: shed while parked for a request of a higher \
-             priority), and priority class."
+             priority; memory: shed at arrival, its class past its mark of the memory \
+             limit), and priority class."
         );
         metrics::describe_gauge!(
             n.overloaded.clone(),
@@ -609,6 +616,35 @@ impl MetricsObserver {
             Unit::Count,
             "Leases (sessions that span requests) live now, per call site: started and \
              not yet ended."
+        );
+        metrics::describe_gauge!(
+            n.memory_limit_bytes.clone(),
+            Unit::Bytes,
+            "The memory limit the gate's memory watch read last (the cgroup's that \
+             binds); 0 with no reading."
+        );
+        metrics::describe_gauge!(
+            n.memory_working_set_bytes.clone(),
+            Unit::Bytes,
+            "The working set the gate's memory watch read last against that limit \
+             (usage less inactive file cache); 0 with no reading."
+        );
+        // Registered with the descriptions (moved by nothing here: a second
+        // start keeps the last reading).
+        for gauge in [
+            &n.memory_limit_bytes,
+            &n.memory_working_set_bytes,
+            &n.memory_allowed_units,
+        ] {
+            metrics::gauge!(gauge.clone()).increment(0.0);
+        }
+        metrics::describe_gauge!(
+            n.memory_allowed_units.clone(),
+            Unit::Count,
+            "Units the memory watch's last reading allows the highest priority class \
+             (lower classes stop at lower marks); the capacity in force is the least \
+             of this and the configured capacity, never below max_units. 0 with no \
+             reading."
         );
     }
 
@@ -1024,6 +1060,18 @@ impl admit::Observer for MetricsObserver {
             }
             None => self.show_capacity_through_facade(capacity),
         }
+    }
+
+    /// Set through the facade at every reading: a few a second at most.
+    fn on_memory(&self, event: &MemoryEvent) {
+        let n = &self.names;
+        let (limit, working_set) = event
+            .reading
+            .map_or((0, 0), |reading| (reading.limit, reading.working_set));
+        metrics::gauge!(n.memory_limit_bytes.clone()).set(limit as f64);
+        metrics::gauge!(n.memory_working_set_bytes.clone()).set(working_set as f64);
+        metrics::gauge!(n.memory_allowed_units.clone())
+            .set(event.allowed_units.unwrap_or(0) as f64);
     }
 
     fn on_overload(&self, event: &OverloadEvent) {

@@ -7,11 +7,14 @@ use core::marker::PhantomData;
 use core::time::Duration;
 
 use super::inner::{budget_units_of, Inner};
+use super::memory::{self, MemoryBound};
 use super::overload::Overload;
 use super::pace::Pace;
 use super::pressure::ShedClock;
 use crate::loom::sync::AtomicUsize;
-use crate::{Capacity, ConfigError, Gate, Observer, Semaphore, Source, StartEvent, Timer};
+use crate::{
+    Capacity, ConfigError, Gate, MemoryWatch, Observer, Semaphore, Source, StartEvent, Timer,
+};
 
 /// The longest wait budget [`GateBuilder::build`] accepts: one hour.
 pub const MAX_WAIT_BUDGET: Duration = Duration::from_secs(3600);
@@ -63,6 +66,7 @@ impl<S> Gate<S, NoTimer, ()> {
                 GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MIN,
                 GateBuilder::<S, NoTimer, ()>::DEFAULT_RETRY_AFTER_MAX,
             ),
+            memory_watch: WatchChoice::Default,
             timer: NoTimer(()),
             observer: (),
             _source: PhantomData,
@@ -86,9 +90,19 @@ pub struct GateBuilder<S, T, O> {
     max_waiters: Option<usize>,
     overload_target: Option<Duration>,
     retry_after: (Duration, Duration),
+    memory_watch: WatchChoice,
     timer: T,
     observer: O,
     _source: PhantomData<fn(S) -> S>,
+}
+
+/// Whether a gate gets a memory watch.
+#[derive(Debug)]
+enum WatchChoice {
+    /// One if the capacity comes from a memory budget (with `std`).
+    Default,
+    Off,
+    On(MemoryWatch),
 }
 
 impl<S, T, O> GateBuilder<S, T, O> {
@@ -160,6 +174,29 @@ impl<S, T, O> GateBuilder<S, T, O> {
         self
     }
 
+    /// Follows the process's memory as the kernel counts it: the gate lowers
+    /// its capacity, and sheds the classes past their marks, as the working set
+    /// nears the limit (see [`MemoryWatch`]). Its readings run on the timer's
+    /// [`spawn`](Timer::spawn): with a timer that cannot spawn, `build` fails
+    /// with [`ConfigError::MemoryWatchNeedsSpawn`].
+    ///
+    /// On by default (feature `std`) for a capacity from
+    /// [`Capacity::from_memory_budget`], with that capacity's bytes per unit and
+    /// the default marks, where the timer can spawn; a process without a cgroup
+    /// memory limit then has no signal, and the gate keeps its arithmetic.
+    /// [`without_memory_watch`](Self::without_memory_watch) turns it off.
+    pub fn memory_watch(mut self, watch: MemoryWatch) -> Self {
+        self.memory_watch = WatchChoice::On(watch);
+        self
+    }
+
+    /// No memory watch, whatever the capacity: the gate keeps the capacity its
+    /// budget's arithmetic gives.
+    pub fn without_memory_watch(mut self) -> Self {
+        self.memory_watch = WatchChoice::Off;
+        self
+    }
+
     /// The clock the gate waits on, from a runtime adapter. Required.
     pub fn timer<T2: Timer>(self, timer: T2) -> GateBuilder<S, T2, O> {
         GateBuilder {
@@ -169,6 +206,7 @@ impl<S, T, O> GateBuilder<S, T, O> {
             max_waiters: self.max_waiters,
             overload_target: self.overload_target,
             retry_after: self.retry_after,
+            memory_watch: self.memory_watch,
             timer,
             observer: self.observer,
             _source: PhantomData,
@@ -184,6 +222,7 @@ impl<S, T, O> GateBuilder<S, T, O> {
             max_waiters: self.max_waiters,
             overload_target: self.overload_target,
             retry_after: self.retry_after,
+            memory_watch: self.memory_watch,
             timer: self.timer,
             observer,
             _source: PhantomData,
@@ -244,6 +283,15 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
     /// overload target of zero or not below the wait budget.
     pub fn build(self) -> Result<Gate<S, T, O>, ConfigError> {
         let capacity = self.validate()?;
+        let explicit_watch = matches!(self.memory_watch, WatchChoice::On(_));
+        let watch = match self.memory_watch {
+            WatchChoice::Off => None,
+            WatchChoice::On(watch) => Some(watch),
+            #[cfg(feature = "std")]
+            WatchChoice::Default => self.capacity.bytes_per_unit().map(MemoryWatch::new),
+            #[cfg(not(feature = "std"))]
+            WatchChoice::Default => None,
+        };
         let inner = Arc::new(Inner {
             semaphore: Arc::new(Semaphore::with_shedding(capacity)),
             timer: self.timer,
@@ -259,6 +307,8 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             retry_after_bounds: self.retry_after,
             budget_units: AtomicUsize::new(budget_units_of(self.capacity)),
             shed_clock: ShedClock::new(),
+            configured: AtomicUsize::new(capacity),
+            memory: watch.as_ref().map(|_| MemoryBound::new()),
         });
         let labels: Vec<&'static str> = S::ALL.iter().map(|s| s.label()).collect();
         let mut start = StartEvent::new(capacity, &labels);
@@ -277,6 +327,12 @@ impl<S: Source, T: Timer, O: Observer> GateBuilder<S, T, O> {
             gate.inner
                 .timer
                 .spawn(alloc::boxed::Box::new(gate.watch_overload()));
+        }
+        if let Some(watch) = watch {
+            let task = alloc::boxed::Box::new(memory::watch(&gate.inner, watch));
+            if !gate.inner.timer.spawn(task) && explicit_watch {
+                return Err(ConfigError::MemoryWatchNeedsSpawn);
+            }
         }
         Ok(gate)
     }
@@ -311,6 +367,7 @@ impl<S, T, O> fmt::Debug for GateBuilder<S, T, O> {
             .field("max_waiters", &self.max_waiters)
             .field("overload_target", &self.overload_target)
             .field("retry_after", &self.retry_after)
+            .field("memory_watch", &self.memory_watch)
             .finish_non_exhaustive()
     }
 }

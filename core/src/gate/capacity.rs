@@ -25,16 +25,19 @@ use crate::Semaphore;
 /// let cap = Capacity::from_memory_budget(1 << 30, 64 << 20);
 /// assert_eq!(cap.units(), 16);
 /// assert!(cap.is_memory_derived());
+/// assert_eq!(cap.bytes_per_unit(), Some(64 << 20));
 ///
 /// let fixed = Capacity::from(8);
 /// assert_eq!(fixed.units(), 8);
 /// assert!(!fixed.is_memory_derived());
+/// assert_eq!(fixed.bytes_per_unit(), None);
 /// ```
 #[doc = alloc_item_link!("Gate", "Gate", "struct.Gate.html")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Capacity {
     units: usize,
-    memory_derived: bool,
+    /// The memory a unit stands for; 0 for an explicit count.
+    bytes_per_unit: u64,
 }
 
 impl Capacity {
@@ -44,7 +47,7 @@ impl Capacity {
     pub const fn units_exact(units: usize) -> Self {
         Self {
             units,
-            memory_derived: false,
+            bytes_per_unit: 0,
         }
     }
 
@@ -79,7 +82,7 @@ impl Capacity {
         };
         Self {
             units,
-            memory_derived: true,
+            bytes_per_unit,
         }
     }
 
@@ -94,7 +97,19 @@ impl Capacity {
     /// floored at `max_units` by the builder rather than rejected.
     #[must_use]
     pub const fn is_memory_derived(self) -> bool {
-        self.memory_derived
+        self.bytes_per_unit != 0
+    }
+
+    /// The memory a unit stands for, for a capacity from
+    /// [`Capacity::from_memory_budget`]: what a gate's memory watch counts a
+    /// unit in use as (see `MemoryWatch`).
+    #[must_use]
+    pub const fn bytes_per_unit(self) -> Option<u64> {
+        if self.bytes_per_unit == 0 {
+            None
+        } else {
+            Some(self.bytes_per_unit)
+        }
     }
 
     /// The capacity a gate with this `max_units` gets: a memory-derived count is
@@ -102,7 +117,7 @@ impl Capacity {
     /// builder).
     #[must_use]
     pub const fn floored(self, max_units: usize) -> usize {
-        if self.memory_derived && self.units < max_units {
+        if self.is_memory_derived() && self.units < max_units {
             max_units
         } else {
             self.units
@@ -118,7 +133,7 @@ impl From<usize> for Capacity {
 
 impl fmt::Display for Capacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.memory_derived {
+        if self.is_memory_derived() {
             write!(f, "{} units (from a memory budget)", self.units)
         } else {
             write!(f, "{} units", self.units)

@@ -7,6 +7,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use std::path::{Component, Path, PathBuf};
 
+use super::observer::MemoryUse;
+
 /// cgroup v1 reports "no limit" as a huge page-aligned number
 /// (`0x7FFF_FFFF_FFFF_F000` on 64-bit kernels); anything at or above 2⁶⁰ bytes
 /// (1 EiB) is read as no limit.
@@ -28,8 +30,15 @@ const V1_UNLIMITED_FLOOR: u64 = 1 << 60;
 /// ```
 #[must_use]
 pub fn process_memory_limit() -> Option<u64> {
-    let membership = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    memory_limit_of(Path::new("/sys/fs/cgroup"), &membership)
+    memory_limit_of(Path::new(CGROUP_MOUNT), &own_membership())
+}
+
+/// Where the cgroup filesystem is mounted.
+const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
+
+/// This process's `/proc/self/cgroup` (empty if it cannot be read).
+fn own_membership() -> alloc::string::String {
+    std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default()
 }
 
 /// The memory limit that applies to a process, given the cgroup mount point
@@ -64,8 +73,7 @@ pub fn memory_limit_of(cgroup_root: &Path, membership: &str) -> Option<u64> {
 /// membership in `/proc/self/cgroup`.
 #[must_use]
 pub fn process_memory_use() -> Option<MemoryUse> {
-    let membership = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    memory_use_of(Path::new("/sys/fs/cgroup"), &membership)
+    memory_use_of(Path::new(CGROUP_MOUNT), &own_membership())
 }
 
 /// The memory use of the cgroup that binds a process: of its cgroup and those
@@ -95,26 +103,6 @@ pub fn memory_use_of(cgroup_root: &Path, membership: &str) -> Option<MemoryUse> 
             })
         })
         .min_by_key(|used| used.limit.saturating_sub(used.working_set))
-}
-
-/// A cgroup's memory limit and the working set counted against it
-/// ([`memory_use_of`]), in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct MemoryUse {
-    /// The limit.
-    pub limit: u64,
-    /// Its usage less its inactive file cache.
-    pub working_set: u64,
-}
-
-impl MemoryUse {
-    /// A reading of `working_set` bytes against `limit` (for a source of your
-    /// own, and tests).
-    #[must_use]
-    pub const fn new(limit: u64, working_set: u64) -> Self {
-        Self { limit, working_set }
-    }
 }
 
 /// The two layouts of the memory controller's files.

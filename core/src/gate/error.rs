@@ -94,6 +94,7 @@ impl fmt::Display for GateError {
                     ShedReason::Overload => "the gate is overloaded and the wait reached its cap",
                     ShedReason::Hopeless => "the estimated wait was longer than the wait allowed",
                     ShedReason::Outranked => "shed while parked for a request of a higher priority",
+                    ShedReason::Memory => "its class is past its mark of the memory limit",
                 };
                 write!(
                     f,
@@ -202,6 +203,10 @@ pub enum ConfigError {
     /// would configure nothing. The gate is left unchanged.
     #[doc = alloc_item_link!("resize", "Gate::resize", "struct.Gate.html#method.resize")]
     Closed,
+    /// A [`memory_watch`] was asked for, and the gate's timer cannot
+    /// spawn (`Timer::spawn`) the task that reads the memory.
+    #[doc = alloc_item_link!("memory_watch", "GateBuilder::memory_watch", "struct.GateBuilder.html#method.memory_watch")]
+    MemoryWatchNeedsSpawn,
 }
 
 impl fmt::Display for ConfigError {
@@ -242,6 +247,9 @@ impl fmt::Display for ConfigError {
                 "Retry-After bounds must satisfy 0 < min <= max (got min {min:?}, max {max:?})"
             ),
             Self::Closed => f.write_str("the gate is closed: a resize would configure nothing"),
+            Self::MemoryWatchNeedsSpawn => {
+                f.write_str("a memory watch needs a timer that can spawn its task (Timer::spawn)")
+            }
         }
     }
 }

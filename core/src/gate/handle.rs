@@ -211,6 +211,13 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         priority: Priority,
     ) -> Result<GatePermit<S>, GateError> {
         self.inner.check_max_units(units)?;
+        if self.inner.refused_for_memory(units, priority) {
+            let label = source.label();
+            let reason = ShedReason::Memory;
+            return Err(self
+                .inner
+                .shed(label, units, priority, Duration::ZERO, reason));
+        }
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
             Ok(permit) => Ok(self.admit(permit, source, priority, Waited::AtOnce)),
             Err(TryAcquireError::NoUnits) => Err(self.inner.shed(
@@ -295,11 +302,7 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
     /// they come back.
     #[must_use]
     pub fn in_use(&self) -> usize {
-        self.inner
-            .held
-            .iter()
-            .map(|held| held.load(Ordering::Acquire))
-            .sum()
+        self.inner.in_use()
     }
 
     /// Requests parked right now. A snapshot for diagnostics.
@@ -354,6 +357,7 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
             inner.semaphore.waiters() != 0,
             self.is_overloaded(),
             inner.shed_clock.since_shed(inner.timer.now()),
+            inner.memory_allowed(Priority::Sheddable) < inner.configured.load(Ordering::Relaxed),
         )
     }
 

@@ -9,6 +9,7 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::time::Duration;
 
+use super::memory::{MemoryBound, UNBOUND};
 use super::on_drop::OnDrop;
 use super::overload::{Overload, WaitLimits};
 use super::pace::Pace;
@@ -48,6 +49,11 @@ pub(crate) struct Inner<T, O> {
     pub(crate) budget_units: AtomicUsize,
     /// The last shed's time: a signal of the gate's pressure.
     pub(crate) shed_clock: ShedClock,
+    /// The capacity configured (built, or last resized to), before the memory
+    /// watch lowers it.
+    pub(crate) configured: AtomicUsize,
+    /// With a memory watch: the units each class may hold by its last reading.
+    pub(crate) memory: Option<MemoryBound>,
 }
 
 /// [`Inner::budget_units`] of an explicit capacity.
@@ -63,6 +69,48 @@ pub(crate) const fn budget_units_of(capacity: crate::Capacity) -> usize {
 }
 
 impl<T: Timer, O: Observer> Inner<T, O> {
+    /// Units held right now by permits.
+    pub(crate) fn in_use(&self) -> usize {
+        self.held
+            .iter()
+            .map(|held| held.load(Ordering::Acquire))
+            .sum()
+    }
+
+    /// The units `priority` may hold by the memory watch's last reading;
+    /// [`UNBOUND`] without a watch or a reading.
+    pub(crate) fn memory_allowed(&self, priority: Priority) -> usize {
+        self.memory
+            .as_ref()
+            .map_or(UNBOUND, |memory| memory.allowed(priority))
+    }
+
+    /// Whether a request of `units` and `priority` arriving now is shed for
+    /// memory: its class is allowed less than the capacity in force, and its
+    /// units with those in use would pass that.
+    pub(crate) fn refused_for_memory(&self, units: usize, priority: Priority) -> bool {
+        let allowed = self.memory_allowed(priority);
+        allowed < self.semaphore.capacity() && self.in_use().saturating_add(units) > allowed
+    }
+
+    /// Sets the semaphore's capacity to the one in force: the configured one,
+    /// lowered to what the memory watch allows the highest class, never below
+    /// `max_units`; tells the observer if it changed or `tell` (a new budget).
+    /// Returns the previous capacity.
+    pub(crate) fn apply_capacity(&self, tell: bool) -> usize {
+        let configured = self.configured.load(Ordering::Relaxed);
+        let capacity = configured
+            .min(self.memory_allowed(Priority::CriticalPlus))
+            .max(self.max_units);
+        let previous = self.semaphore.set_capacity(capacity);
+        if previous != capacity || tell {
+            // The capacity now, not the one asked for: of two changes that
+            // race, the observer's last word is then the capacity in force.
+            self.observer.on_capacity(&self.capacity_event());
+        }
+        previous
+    }
+
     /// The capacity in force, with the memory budget's units if it has one.
     pub(crate) fn capacity_event(&self) -> CapacityEvent {
         let event = CapacityEvent::new(self.semaphore.capacity());

@@ -79,14 +79,8 @@ impl<S, T: Timer, O: Observer> Gate<S, T, O> {
         }
         let budget = budget_units_of(asked);
         let budget_changed = self.inner.budget_units.swap(budget, Ordering::Relaxed) != budget;
-        let previous = self.inner.semaphore.set_capacity(capacity);
-        if previous != capacity || budget_changed {
-            // The capacity now, not the one asked for: of two resizes that race,
-            // the observer's last word is then the capacity in force.
-            self.inner
-                .observer
-                .on_capacity(&self.inner.capacity_event());
-        }
+        self.inner.configured.store(capacity, Ordering::Relaxed);
+        let previous = self.inner.apply_capacity(budget_changed);
         Ok(previous)
     }
 }

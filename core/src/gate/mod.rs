@@ -37,6 +37,8 @@ mod inner;
 mod lease;
 #[cfg(feature = "alloc")]
 mod lifecycle;
+#[cfg(feature = "alloc")]
+mod memory;
 mod observer;
 #[cfg(feature = "alloc")]
 mod on_drop;
@@ -85,7 +87,6 @@ pub use capacity::Capacity;
 #[cfg(feature = "std")]
 pub use cgroup::{
     memory_limit_in, memory_limit_of, memory_use_of, process_memory_limit, process_memory_use,
-    MemoryUse,
 };
 pub use error::{whole_seconds_up, ConfigError, GateError};
 #[cfg(feature = "alloc")]
@@ -94,9 +95,12 @@ pub use handle::Gate;
 pub use lease::{Expire, Lease, LeaseError, Leases, LeasesDrain};
 #[cfg(feature = "alloc")]
 pub use lifecycle::{DrainTimeout, GateDrain};
+#[cfg(feature = "alloc")]
+pub use memory::MemoryWatch;
 pub use observer::{
     AdmitEvent, CapacityEvent, CutEvent, CutReason, LeaseEnd, LeaseEndEvent, LeaseStartEvent,
-    Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason, StartEvent,
+    MemoryEvent, MemoryUse, Observer, OverloadEvent, ReleaseEvent, ShedEvent, ShedReason,
+    StartEvent,
 };
 #[cfg(feature = "alloc")]
 pub use permit::GatePermit;

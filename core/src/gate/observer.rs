@@ -68,6 +68,14 @@ pub trait Observer: Send + Sync + 'static {
         let _ = event;
     }
 
+    /// The [memory watch] read the process's memory (gates with a memory watch
+    /// only, once an interval): the reading, what it allows, the capacity in
+    /// force.
+    #[doc = alloc_item_link!("memory watch", "MemoryWatch", "struct.MemoryWatch.html")]
+    fn on_memory(&self, event: &MemoryEvent) {
+        let _ = event;
+    }
+
     /// A lease started (`Leases::insert`): its units
     /// are held by the table from now until [`on_lease_end`](Self::on_lease_end),
     /// which follows once for it. With that hook, a gauge of live leases.
@@ -358,6 +366,59 @@ pub struct CapacityEvent {
     pub budget_units: Option<usize>,
 }
 
+/// A memory limit and the working set counted against it, in bytes: a reading
+/// of the memory watch (`process_memory_use` reads the process's cgroup).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct MemoryUse {
+    /// The limit.
+    pub limit: u64,
+    /// What is counted against it: a cgroup's usage less its inactive file
+    /// cache.
+    pub working_set: u64,
+}
+
+impl MemoryUse {
+    /// A reading of `working_set` bytes against `limit` (for a source of your
+    /// own, and tests).
+    #[must_use]
+    pub const fn new(limit: u64, working_set: u64) -> Self {
+        Self { limit, working_set }
+    }
+}
+
+/// [`Observer::on_memory`]: a reading of the memory watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoryEvent {
+    /// The limit and working set read; `None` when the source had none (no
+    /// limit, a file gone): the gate keeps its configured capacity until a
+    /// reading comes back.
+    pub reading: Option<MemoryUse>,
+    /// The units the reading allows the highest class (`CriticalPlus`), each
+    /// lower class a little fewer; `None` with no reading.
+    pub allowed_units: Option<usize>,
+    /// The capacity in force after the reading: the configured one, lowered to
+    /// the allowed units but not below `max_units`.
+    pub capacity: usize,
+}
+
+impl MemoryEvent {
+    /// A reading.
+    #[must_use]
+    pub const fn new(
+        reading: Option<MemoryUse>,
+        allowed_units: Option<usize>,
+        capacity: usize,
+    ) -> Self {
+        Self {
+            reading,
+            allowed_units,
+            capacity,
+        }
+    }
+}
+
 /// [`Observer::on_overload`]: the overload rule started or stopped holding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -542,11 +603,15 @@ pub enum ShedReason {
     /// Shed while parked, to make room for a request of a higher
     /// [`Priority`]: the gate sheds the lowest class first.
     Outranked,
+    /// Shed at arrival, without parking: by the [memory watch]'s last reading,
+    /// its units would take its class past its mark of the memory limit.
+    #[doc = alloc_item_link!("memory watch", "MemoryWatch", "struct.MemoryWatch.html")]
+    Memory,
 }
 
 impl ShedReason {
     /// Every reason, for registering per-reason series up front.
-    pub const ALL: [ShedReason; 7] = [
+    pub const ALL: [ShedReason; 8] = [
         ShedReason::WaitBudget,
         ShedReason::Ceiling,
         ShedReason::NoWait,
@@ -554,10 +619,11 @@ impl ShedReason {
         ShedReason::Overload,
         ShedReason::Hopeless,
         ShedReason::Outranked,
+        ShedReason::Memory,
     ];
 
     /// A stable `snake_case` label: `"wait_budget"`, `"ceiling"`, `"no_wait"`,
-    /// `"queue_full"`, `"overload"`, `"hopeless"` or `"outranked"`.
+    /// `"queue_full"`, `"overload"`, `"hopeless"`, `"outranked"` or `"memory"`.
     #[must_use]
     pub fn label(self) -> &'static str {
         match self {
@@ -568,6 +634,7 @@ impl ShedReason {
             Self::Overload => "overload",
             Self::Hopeless => "hopeless",
             Self::Outranked => "outranked",
+            Self::Memory => "memory",
         }
     }
 }
@@ -593,6 +660,9 @@ impl<O: Observer + ?Sized> Observer for alloc::sync::Arc<O> {
     }
     fn on_overload(&self, event: &OverloadEvent) {
         (**self).on_overload(event);
+    }
+    fn on_memory(&self, event: &MemoryEvent) {
+        (**self).on_memory(event);
     }
     fn on_lease_start(&self, event: &LeaseStartEvent) {
         (**self).on_lease_start(event);

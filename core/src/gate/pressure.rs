@@ -12,8 +12,11 @@
 //!   [`Pressure::SHED_MEMORY`] after the last one, so a rule that scales with it relaxes
 //!   smoothly once the gate stops shedding.
 //!
-//! The level is the largest of the three. Memory joins them once the gate reads the
-//! kernel's count ("Memory as the kernel counts it").
+//! - **Memory** (with a memory watch): the last reading leaves a class less
+//!   room than the configured capacity, so the gate sheds or shrinks for
+//!   memory. Level 1.
+//!
+//! The level is the largest of them.
 //!
 //! # Advisory state
 //!
@@ -93,6 +96,7 @@ pub struct Pressure {
     parked: bool,
     overloaded: bool,
     since_shed: Option<Duration>,
+    memory: bool,
 }
 
 impl Pressure {
@@ -107,6 +111,7 @@ impl Pressure {
         parked: false,
         overloaded: false,
         since_shed: None,
+        memory: false,
     };
 
     /// A pressure of `level` (clamped to 0..=1, NaN read as 0) with no signal
@@ -124,11 +129,16 @@ impl Pressure {
     }
 
     /// The pressure the signals make (see [the module doc](self)).
-    pub(crate) fn of(parked: bool, overloaded: bool, since_shed: Option<Duration>) -> Self {
+    pub(crate) fn of(
+        parked: bool,
+        overloaded: bool,
+        since_shed: Option<Duration>,
+        memory: bool,
+    ) -> Self {
         let shed_level = since_shed.map_or(0.0, |since| {
             1.0 - since.as_secs_f32() / SHED_MEMORY.as_secs_f32()
         });
-        let level = if parked || overloaded {
+        let level = if parked || overloaded || memory {
             1.0
         } else {
             shed_level.clamp(0.0, 1.0)
@@ -138,6 +148,7 @@ impl Pressure {
             parked,
             overloaded,
             since_shed,
+            memory,
         }
     }
 
@@ -163,6 +174,13 @@ impl Pressure {
     #[must_use]
     pub fn overloaded(self) -> bool {
         self.overloaded
+    }
+
+    /// Whether memory bound the gate at the look: its memory watch's last
+    /// reading left a class less room than the configured capacity.
+    #[must_use]
+    pub fn memory(self) -> bool {
+        self.memory
     }
 
     /// Time since the gate last shed a request, if within [`SHED_MEMORY`](Self::SHED_MEMORY).
@@ -196,19 +214,20 @@ mod tests {
 
     #[test]
     fn parked_or_overloaded_is_full_pressure() {
-        assert_eq!(Pressure::of(true, false, None).level(), 1.0);
-        assert_eq!(Pressure::of(false, true, None).level(), 1.0);
-        assert!(Pressure::of(false, false, None).is_calm());
+        assert_eq!(Pressure::of(true, false, None, false).level(), 1.0);
+        assert_eq!(Pressure::of(false, true, None, false).level(), 1.0);
+        assert_eq!(Pressure::of(false, false, None, true).level(), 1.0);
+        assert!(Pressure::of(false, false, None, false).is_calm());
     }
 
     #[test]
     fn a_shed_presses_and_fades_over_the_memory() {
-        assert_eq!(Pressure::of(false, false, Some(s(0))).level(), 1.0);
+        assert_eq!(Pressure::of(false, false, Some(s(0)), false).level(), 1.0);
         assert_eq!(
-            Pressure::of(false, false, Some(SHED_MEMORY / 2)).level(),
+            Pressure::of(false, false, Some(SHED_MEMORY / 2), false).level(),
             0.5
         );
-        assert!(Pressure::of(false, false, Some(SHED_MEMORY)).is_calm());
+        assert!(Pressure::of(false, false, Some(SHED_MEMORY), false).is_calm());
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!    its wait first ([`Wait::look`]: past its limit, or past the overload cap),
 //!    and then the semaphore is polled, so that a grant ready at the same time
 //!    wins. Granted, closed, above a capacity lowered meanwhile, or shed for a
-//!    higher class: it ends.
+//!    higher class: it ends. Before its first poll, a request whose class is
+//!    past its memory mark (`memory.rs`) is shed, and never polls.
 //! 3. **Arrival** ([`Wait::park`]), when the first turn finds no units: it takes
 //!    a place among the parked, or is shed at arrival, in this order: the queue
 //!    is full (`max_waiters`) with nobody of a lower class parked; its own limit
@@ -152,6 +153,9 @@ impl<'a, S: Source, T: Timer, O: Observer> Wait<'a, S, T, O> {
     ) -> Step {
         debug_assert_eq!(look.is_some(), self.place.is_some());
         if acquire.is_none() {
+            if self.inner().refused_for_memory(self.units, self.priority) {
+                return Step::End(Ending::Shed(ShedReason::Memory));
+            }
             let semaphore = Arc::clone(&self.inner().semaphore);
             acquire.set(Some(
                 semaphore.acquire_ranked(self.units, self.priority.rank()),

@@ -1,0 +1,405 @@
+//! The memory watch on virtual time, with an injected source: the capacity in
+//! force follows the readings (rising, falling, oscillating around a mark), a
+//! class past its mark is shed at arrival for memory, a source that fails
+//! falls back to the arithmetic and says so, resizes compose, nothing admitted
+//! is revoked and every unit comes back.
+
+#![cfg(feature = "std")]
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use admit::{
+    Capacity, ConfigError, Gate, GateError, MemoryEvent, MemoryUse, MemoryWatch, Observer,
+    Priority, ShedEvent, ShedReason, Timer,
+};
+use support::{ManualTimer, Src};
+
+const MIB: u64 = 1 << 20;
+const UNIT: u64 = 8 * MIB;
+const LIMIT: u64 = 160 * MIB;
+const INTERVAL: Duration = Duration::from_millis(250);
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A manual clock whose spawned tasks the test polls by hand ([`Self::run`]).
+#[derive(Clone, Default)]
+struct SpawningTimer {
+    clock: ManualTimer,
+    tasks: Arc<Mutex<Vec<Task>>>,
+}
+
+impl SpawningTimer {
+    /// Polls every task once (they are woken only by the clock).
+    fn run(&self) {
+        let mut tasks = self.tasks.lock().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
+    }
+
+    /// Moves the clock one interval on and lets the watch read.
+    fn next_reading(&self) {
+        self.clock.advance(INTERVAL);
+        self.run();
+    }
+
+    fn tasks(&self) -> usize {
+        self.tasks.lock().unwrap().len()
+    }
+}
+
+impl Timer for SpawningTimer {
+    type Sleep = <ManualTimer as Timer>::Sleep;
+
+    fn now(&self) -> Duration {
+        self.clock.now()
+    }
+
+    fn sleep_until(&self, deadline: Duration) -> Self::Sleep {
+        self.clock.sleep_until(deadline)
+    }
+
+    fn spawn(&self, task: Box<dyn Future<Output = ()> + Send + 'static>) -> bool {
+        self.tasks.lock().unwrap().push(Box::into_pin(task));
+        true
+    }
+}
+
+/// What the gate told of memory and sheds.
+#[derive(Default)]
+struct Heard {
+    memory: Mutex<Vec<MemoryEvent>>,
+    sheds: Mutex<Vec<ShedEvent>>,
+}
+
+impl Observer for Heard {
+    fn on_memory(&self, event: &MemoryEvent) {
+        self.memory.lock().unwrap().push(*event);
+    }
+    fn on_shed(&self, event: &ShedEvent) {
+        self.sheds.lock().unwrap().push(*event);
+    }
+}
+
+impl Heard {
+    fn last_memory(&self) -> MemoryEvent {
+        *self.memory.lock().unwrap().last().expect("a reading")
+    }
+    fn last_shed(&self) -> ShedEvent {
+        *self.sheds.lock().unwrap().last().expect("a shed")
+    }
+}
+
+/// The working set the source reports next (`None`: the source fails).
+#[derive(Clone)]
+struct Source(Arc<Mutex<Option<u64>>>);
+
+impl Source {
+    fn new(ws_mib: u64) -> Self {
+        Self(Arc::new(Mutex::new(Some(ws_mib * MIB))))
+    }
+    fn set(&self, ws_mib: u64) {
+        *self.0.lock().unwrap() = Some(ws_mib * MIB);
+    }
+    fn fail(&self) {
+        *self.0.lock().unwrap() = None;
+    }
+    fn watch(&self) -> MemoryWatch {
+        let source = self.clone();
+        MemoryWatch::new(UNIT)
+            .interval(INTERVAL)
+            .source(move || source.0.lock().unwrap().map(|ws| MemoryUse::new(LIMIT, ws)))
+    }
+}
+
+struct Setup {
+    gate: Gate<Src, SpawningTimer, Arc<Heard>>,
+    timer: SpawningTimer,
+    heard: Arc<Heard>,
+    source: Source,
+}
+
+/// A gate of 20 units of 8 MiB (160 MiB) with a watch, its first reading at
+/// `ws_mib` taken.
+fn setup(ws_mib: u64, max_units: usize) -> Setup {
+    let timer = SpawningTimer::default();
+    let heard = Arc::new(Heard::default());
+    let source = Source::new(ws_mib);
+    let gate = Gate::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .max_units(max_units)
+        .memory_watch(source.watch())
+        .timer(timer.clone())
+        .observer(Arc::clone(&heard))
+        .build()
+        .unwrap();
+    assert_eq!(
+        gate.capacity(),
+        20,
+        "before the first reading: the arithmetic"
+    );
+    timer.run();
+    Setup {
+        gate,
+        timer,
+        heard,
+        source,
+    }
+}
+
+fn take(s: &Setup, units: usize, priority: Priority) -> Result<admit::GatePermit<Src>, GateError> {
+    s.gate
+        .acquire(units, Src::Upload)
+        .priority(priority)
+        .try_now()
+}
+
+fn shed_reason(result: Result<admit::GatePermit<Src>, GateError>) -> Option<ShedReason> {
+    result.err().and_then(|e| e.shed_reason())
+}
+
+#[test]
+fn the_first_reading_lowers_the_capacity_to_the_highest_mark() {
+    let s = setup(10, 1);
+    // (0.90 × 160 − 10) / 8 = 16.75.
+    assert_eq!(s.gate.capacity(), 16);
+    let event = s.heard.last_memory();
+    assert_eq!(event.reading, Some(MemoryUse::new(LIMIT, 10 * MIB)));
+    assert_eq!(event.allowed_units, Some(16));
+    assert_eq!(event.capacity, 16);
+    assert!(s.gate.pressure().memory());
+}
+
+#[test]
+fn a_class_past_its_mark_is_shed_at_arrival_and_a_higher_one_still_gets_in() {
+    let s = setup(10, 1);
+    // Critical's mark: (0.85 × 160 − 10) / 8 = 15.75.
+    let held: Vec<_> = (0..15)
+        .map(|_| take(&s, 1, Priority::Critical).unwrap())
+        .collect();
+    assert_eq!(
+        shed_reason(take(&s, 1, Priority::Critical)),
+        Some(ShedReason::Memory)
+    );
+    let shed = s.heard.last_shed();
+    assert_eq!(shed.reason, ShedReason::Memory);
+    assert!(
+        shed.retry_after >= Duration::from_secs(1) && shed.retry_after <= Duration::from_secs(60)
+    );
+    // Sheddable stopped earlier: (0.75 × 160 − 10) / 8 = 13.75.
+    assert_eq!(
+        shed_reason(take(&s, 1, Priority::Sheddable)),
+        Some(ShedReason::Memory)
+    );
+    // CriticalPlus fills the capacity in force, then finds it full (no
+    // memory shed: it would wait, FIFO, as on any smaller gate).
+    let last = take(&s, 1, Priority::CriticalPlus).unwrap();
+    assert_eq!(
+        shed_reason(take(&s, 1, Priority::CriticalPlus)),
+        Some(ShedReason::NoWait)
+    );
+    drop((held, last));
+    assert_eq!(s.gate.in_use(), 0);
+}
+
+#[test]
+fn an_async_acquire_past_its_mark_is_shed_before_it_parks() {
+    let s = setup(10, 1);
+    let _held: Vec<_> = (0..15)
+        .map(|_| take(&s, 1, Priority::Critical).unwrap())
+        .collect();
+    let mut acquire = Box::pin(s.gate.acquire(1, Src::Publish));
+    let mut cx = Context::from_waker(Waker::noop());
+    match acquire.as_mut().poll(&mut cx) {
+        Poll::Ready(Err(e)) => assert_eq!(e.shed_reason(), Some(ShedReason::Memory)),
+        other => panic!("expected a memory shed, got {other:?}"),
+    }
+    assert_eq!(s.gate.waiters(), 0);
+}
+
+#[test]
+fn a_rising_working_set_lowers_the_capacity_and_revokes_nothing() {
+    let s = setup(10, 1);
+    let held: Vec<_> = (0..16)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    // The buffers fill, 2 MiB more each than counted: (144 − 42) / 8 = 12.75.
+    s.source.set(10 + 16 * 10);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 12);
+    assert_eq!(s.gate.in_use(), 16, "nothing admitted is revoked");
+    assert_eq!(
+        shed_reason(take(&s, 1, Priority::CriticalPlus)),
+        Some(ShedReason::NoWait)
+    );
+    drop(held);
+    assert_eq!(s.gate.in_use(), 0);
+}
+
+#[test]
+fn a_falling_working_set_brings_the_capacity_back() {
+    let s = setup(10, 1);
+    s.source.set(140);
+    s.timer.next_reading();
+    // (144 − 140) / 8 = 0.5: below the max_units floor of 1.
+    assert_eq!(s.gate.capacity(), 1);
+    s.source.set(10);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 16);
+}
+
+#[test]
+fn with_no_room_every_class_is_shed_below_the_floor() {
+    let s = setup(10, 2);
+    s.source.set(150);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 2, "the max_units floor");
+    assert_eq!(s.heard.last_memory().allowed_units, Some(0));
+    for priority in Priority::ALL {
+        assert_eq!(
+            shed_reason(take(&s, 1, priority)),
+            Some(ShedReason::Memory),
+            "{priority}"
+        );
+    }
+}
+
+#[test]
+fn a_working_set_oscillating_around_a_mark_moves_the_capacity_and_loses_no_unit() {
+    let s = setup(10, 1);
+    let mut held = Vec::new();
+    for round in 0..40u64 {
+        // Around Critical's mark of 136 MiB: 10 MiB less, then 10 MiB more.
+        s.source.set(if round % 2 == 0 { 126 } else { 146 });
+        s.timer.next_reading();
+        while let Ok(permit) = take(&s, 1, Priority::Critical) {
+            held.push(permit);
+        }
+        assert!(
+            s.gate.in_use() <= 16,
+            "round {round}: {} in use",
+            s.gate.in_use()
+        );
+        if round % 3 == 0 {
+            held.truncate(held.len() / 2);
+        }
+    }
+    drop(held);
+    assert_eq!(s.gate.in_use(), 0);
+    s.source.set(10);
+    s.timer.next_reading();
+    let all: Vec<_> = (0..16)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    assert_eq!(all.len(), s.gate.capacity());
+}
+
+#[test]
+fn a_source_that_fails_falls_back_to_the_arithmetic_and_says_so() {
+    let s = setup(10, 1);
+    assert_eq!(s.gate.capacity(), 16);
+    s.source.fail();
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 20);
+    let event = s.heard.last_memory();
+    assert_eq!((event.reading, event.allowed_units), (None, None));
+    assert!(!s.gate.pressure().memory());
+    // No memory shed while it is gone.
+    let held: Vec<_> = (0..20)
+        .map(|_| take(&s, 1, Priority::Sheddable).unwrap())
+        .collect();
+    drop(held);
+    // It comes back.
+    s.source.set(10);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 16);
+}
+
+#[test]
+fn memory_kept_by_the_allocator_after_a_load_does_not_lock_the_gate() {
+    let s = setup(10, 1);
+    let held: Vec<_> = (0..16)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    s.source.set(138);
+    s.timer.next_reading();
+    drop(held);
+    // glibc keeps 111 MiB of freed buffers: nothing in use, a high working set.
+    s.source.set(121);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 16);
+    let again: Vec<_> = (0..16)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    assert_eq!(again.len(), 16);
+}
+
+#[test]
+fn resizes_and_memory_compose_as_the_least_of_them() {
+    let s = setup(10, 1);
+    assert_eq!(s.gate.capacity(), 16);
+    // A resize below what memory allows wins.
+    s.gate.resize(10).unwrap();
+    assert_eq!(s.gate.capacity(), 10);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 10);
+    // Above it, memory wins, at once.
+    s.gate.resize(30).unwrap();
+    assert_eq!(s.gate.capacity(), 16);
+    // More room: up to what memory allows, below the configured 30.
+    s.source.set(0);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 18);
+    s.source.fail();
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 30);
+}
+
+#[test]
+fn the_watch_ends_with_the_gate() {
+    let s = setup(10, 1);
+    assert_eq!(s.timer.tasks(), 1);
+    let Setup { gate, timer, .. } = s;
+    drop(gate);
+    timer.next_reading();
+    assert_eq!(timer.tasks(), 0);
+}
+
+#[test]
+fn a_memory_budget_gets_a_watch_by_default_and_a_count_does_not() {
+    let timer = SpawningTimer::default();
+    let _budget = Gate::<Src, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .timer(timer.clone())
+        .build()
+        .unwrap();
+    assert_eq!(timer.tasks(), 1, "a watch for a memory budget");
+    let _off = Gate::<Src, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .without_memory_watch()
+        .timer(timer.clone())
+        .build()
+        .unwrap();
+    let _count = Gate::<Src, _>::builder(20)
+        .timer(timer.clone())
+        .build()
+        .unwrap();
+    assert_eq!(timer.tasks(), 1, "none when turned off, none for a count");
+}
+
+#[test]
+fn an_explicit_watch_needs_a_timer_that_spawns() {
+    let result = Gate::<Src, _>::builder(20)
+        .memory_watch(Source::new(10).watch())
+        .timer(ManualTimer::new())
+        .build();
+    assert_eq!(result.err(), Some(ConfigError::MemoryWatchNeedsSpawn));
+    // By default, a timer that cannot spawn just keeps the arithmetic.
+    let gate = Gate::<Src, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .timer(ManualTimer::new())
+        .build()
+        .unwrap();
+    assert_eq!(gate.capacity(), 20);
+}
