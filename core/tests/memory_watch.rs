@@ -195,15 +195,37 @@ fn a_class_past_its_mark_is_shed_at_arrival_and_a_higher_one_still_gets_in() {
         shed_reason(take(&s, 1, Priority::Sheddable)),
         Some(ShedReason::Memory)
     );
-    // CriticalPlus fills the capacity in force, then finds it full (no
-    // memory shed: it would wait, FIFO, as on any smaller gate).
+    // CriticalPlus takes the last unit under its mark; then the admissions
+    // this reading allows are spent for every class: 16, each of which may
+    // still grow by a unit before the next reading.
     let last = take(&s, 1, Priority::CriticalPlus).unwrap();
     assert_eq!(
         shed_reason(take(&s, 1, Priority::CriticalPlus)),
-        Some(ShedReason::NoWait)
+        Some(ShedReason::Memory)
     );
     drop((held, last));
     assert_eq!(s.gate.in_use(), 0);
+}
+
+#[test]
+fn admissions_between_two_readings_stop_where_fresh_memory_would_pass_the_mark() {
+    let s = setup(10, 1);
+    // Each admission and release within one interval: a churn the level
+    // alone (16 in use at most) would let through without end, each buffer
+    // perhaps on memory the allocator cannot reuse.
+    for _ in 0..16 {
+        drop(take(&s, 1, Priority::CriticalPlus).unwrap());
+    }
+    assert_eq!(
+        shed_reason(take(&s, 1, Priority::CriticalPlus)),
+        Some(ShedReason::Memory)
+    );
+    // The next reading: they took no memory (the allocator reused it); a new
+    // allowance, as much as the mark leaves.
+    s.timer.next_reading();
+    for _ in 0..16 {
+        drop(take(&s, 1, Priority::CriticalPlus).unwrap());
+    }
 }
 
 #[test]
@@ -234,7 +256,7 @@ fn a_rising_working_set_lowers_the_capacity_and_revokes_nothing() {
     assert_eq!(s.gate.in_use(), 16, "nothing admitted is revoked");
     assert_eq!(
         shed_reason(take(&s, 1, Priority::CriticalPlus)),
-        Some(ShedReason::NoWait)
+        Some(ShedReason::Memory)
     );
     drop(held);
     assert_eq!(s.gate.in_use(), 0);
@@ -331,11 +353,24 @@ fn memory_kept_by_the_allocator_after_a_load_does_not_lock_the_gate() {
     // glibc keeps 111 MiB of freed buffers: nothing in use, a high working set.
     s.source.set(121);
     s.timer.next_reading();
+    // The capacity in force is whole at once: the kept memory is the units'.
     assert_eq!(s.gate.capacity(), 16);
-    let again: Vec<_> = (0..16)
-        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
-        .collect();
-    assert_eq!(again.len(), 16);
+    // Admissions go on every interval, as many as could each take a fresh
+    // unit under the mark, (144 − 121) / 8 = 2, while their buffers reuse
+    // the kept memory and the working set holds still.
+    for interval in 0..8 {
+        let two: Vec<_> = (0..2)
+            .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+            .collect();
+        assert_eq!(
+            shed_reason(take(&s, 1, Priority::CriticalPlus)),
+            Some(ShedReason::Memory),
+            "interval {interval}"
+        );
+        drop(two);
+        s.timer.next_reading();
+    }
+    assert_eq!(s.gate.capacity(), 16);
 }
 
 #[test]

@@ -86,11 +86,19 @@ impl<T: Timer, O: Observer> Inner<T, O> {
     }
 
     /// Whether a request of `units` and `priority` arriving now is shed for
-    /// memory: its class is allowed less than the capacity in force, and its
-    /// units with those in use would pass that.
+    /// memory: its class is allowed less than the capacity in force and its
+    /// units with those in use would pass that, or the admissions the memory
+    /// watch allows before its next reading are spent. Takes its units from
+    /// those admissions otherwise.
     pub(crate) fn refused_for_memory(&self, units: usize, priority: Priority) -> bool {
-        let allowed = self.memory_allowed(priority);
-        allowed < self.semaphore.capacity() && self.in_use().saturating_add(units) > allowed
+        let Some(memory) = &self.memory else {
+            return false;
+        };
+        let allowed = memory.allowed(priority);
+        if allowed < self.semaphore.capacity() && self.in_use().saturating_add(units) > allowed {
+            return true;
+        }
+        !memory.admit(units)
     }
 
     /// Sets the semaphore's capacity to the one in force: the configured one,
