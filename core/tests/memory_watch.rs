@@ -438,3 +438,91 @@ fn an_explicit_watch_needs_a_timer_that_spawns() {
         .unwrap();
     assert_eq!(gate.capacity(), 20);
 }
+
+#[test]
+fn a_forgotten_unit_stays_out_when_a_reading_reapplies_the_capacity() {
+    let s = setup(10, 1);
+    assert_eq!(s.gate.capacity(), 16);
+    // Memory binds no more: the configured 20 is in force.
+    s.source.fail();
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 20);
+    let two = s.gate.try_acquire(1, Src::Upload).unwrap();
+    two.forget();
+    assert_eq!(s.gate.capacity(), 19);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 19, "out for good");
+    // And memory binds below it as before.
+    s.source.set(10);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 16);
+}
+
+#[test]
+fn a_closed_gate_refuses_as_closed_not_for_memory() {
+    let s = setup(150, 1);
+    assert_eq!(s.heard.last_memory().allowed_units, Some(0));
+    s.gate.close();
+    for priority in Priority::ALL {
+        assert_eq!(
+            take(&s, 1, priority).err(),
+            Some(GateError::Closed),
+            "{priority}"
+        );
+    }
+    assert!(s.heard.sheds.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_request_above_the_capacity_is_refused_as_such_before_memory() {
+    let s = setup(10, 4);
+    s.source.fail();
+    s.timer.next_reading();
+    let one = take(&s, 1, Priority::CriticalPlus).unwrap();
+    s.gate.resize(4).unwrap();
+    // Memory allows nothing; the max_units floor keeps the capacity at 4.
+    s.source.set(150);
+    s.timer.next_reading();
+    assert_eq!(s.gate.capacity(), 4);
+    // A forget takes the capacity below the floor.
+    one.forget();
+    assert_eq!(s.gate.capacity(), 3);
+    // 4 units can never fit: a fault of the request, before any shed,
+    // as `acquire` refuses it.
+    assert!(matches!(
+        take(&s, 4, Priority::CriticalPlus),
+        Err(GateError::ExceedsCapacity(_))
+    ));
+    assert_eq!(
+        shed_reason(take(&s, 3, Priority::CriticalPlus)),
+        Some(ShedReason::Memory)
+    );
+}
+
+#[test]
+fn arrivals_turned_away_for_want_of_units_spend_no_admissions() {
+    let s = setup(10, 1);
+    // 16 admissions this reading; the level is 16 too. Take them all.
+    let held: Vec<_> = (0..16)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    drop(held);
+    s.timer.next_reading();
+    // A resize to 2: most arrivals now find no free unit.
+    s.gate.resize(2).unwrap();
+    let two: Vec<_> = (0..2)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    for _ in 0..100 {
+        assert_eq!(
+            shed_reason(take(&s, 1, Priority::CriticalPlus)),
+            Some(ShedReason::NoWait)
+        );
+    }
+    drop(two);
+    // The admissions left were not spent by the 100 turned away.
+    let again: Vec<_> = (0..2)
+        .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
+        .collect();
+    assert_eq!(again.len(), 2);
+}

@@ -211,12 +211,17 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         priority: Priority,
     ) -> Result<GatePermit<S>, GateError> {
         self.inner.check_max_units(units)?;
-        if self.inner.refused_for_memory(units, priority) {
-            let label = source.label();
-            let reason = ShedReason::Memory;
-            return Err(self
-                .inner
-                .shed(label, units, priority, Duration::ZERO, reason));
+        if self.inner.memory.is_some() {
+            // A request above the capacity is refused as such first, as
+            // `acquire` refuses it before its first turn.
+            self.inner.check_units(units)?;
+            if self.inner.refused_for_memory(units, priority) {
+                let label = source.label();
+                let reason = ShedReason::Memory;
+                return Err(self
+                    .inner
+                    .shed(label, units, priority, Duration::ZERO, reason));
+            }
         }
         match Arc::clone(&self.inner.semaphore).try_acquire_owned(units) {
             Ok(permit) => Ok(self.admit(permit, source, priority, Waited::AtOnce)),
@@ -263,6 +268,9 @@ impl<S: Source, T: Timer, O: Observer> Gate<S, T, O> {
         let waited = how.duration();
         let admitted_at = self.inner.timer.now();
         let units = permit.units();
+        if let Some(memory) = &self.inner.memory {
+            memory.took(units);
+        }
         let held = &self.inner.held[index];
         held.fetch_add(units, Ordering::AcqRel);
         let count_out_on_unwind = OnDrop::new(|| {

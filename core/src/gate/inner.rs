@@ -87,18 +87,22 @@ impl<T: Timer, O: Observer> Inner<T, O> {
 
     /// Whether a request of `units` and `priority` arriving now is shed for
     /// memory: its class is allowed less than the capacity in force and its
-    /// units with those in use would pass that, or the admissions the memory
-    /// watch allows before its next reading are spent. Takes its units from
-    /// those admissions otherwise.
+    /// units with those in use would pass that, or fewer than `units` of the
+    /// admissions the memory watch allows before its next reading are left
+    /// (an admission takes them: `Gate::admit`).
     pub(crate) fn refused_for_memory(&self, units: usize, priority: Priority) -> bool {
         let Some(memory) = &self.memory else {
             return false;
         };
+        // A closed gate refuses as closed, not as full.
+        if self.semaphore.is_closed() {
+            return false;
+        }
         let allowed = memory.allowed(priority);
         if allowed < self.semaphore.capacity() && self.in_use().saturating_add(units) > allowed {
             return true;
         }
-        !memory.admit(units)
+        !memory.admits(units)
     }
 
     /// Sets the semaphore's capacity to the one in force: the configured one,
@@ -334,7 +338,7 @@ pub(crate) trait Shared: Send + Sync + 'static {
 
     /// After a permit's units left the semaphore for good: tells the observer the
     /// capacity now.
-    fn on_forget(&self);
+    fn on_forget(&self, units: usize);
 
     /// A merge moved `units` from one source's permit into another's.
     fn move_held(&self, from: usize, to: usize, units: usize);
@@ -362,7 +366,14 @@ impl<T: Timer, O: Observer> Shared for Inner<T, O> {
         }
     }
 
-    fn on_forget(&self) {
+    fn on_forget(&self, units: usize) {
+        // Out of the configuration for good: a memory reading or a resize
+        // that re-applies the capacity must not bring them back.
+        let _ = self
+            .configured
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |configured| {
+                Some(configured.saturating_sub(units))
+            });
         self.observer.on_capacity(&self.capacity_event());
     }
 

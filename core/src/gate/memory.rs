@@ -397,22 +397,25 @@ impl MemoryBound {
         self.allowed[usize::from(priority as u8)].load(Ordering::Relaxed)
     }
 
-    /// Takes `units` of the admissions left before the next reading; `false`
-    /// if fewer are left.
-    pub(crate) fn admit(&self, units: usize) -> bool {
-        // `Relaxed`: advisory; the word is its own, and orders nothing.
+    /// Whether `units` of the admissions left before the next reading are
+    /// there.
+    pub(crate) fn admits(&self, units: usize) -> bool {
+        // `Relaxed`: advisory (see the module doc); arrivals that race may
+        // together pass the admissions by as many as race.
+        let left = self.admissions.load(Ordering::Relaxed);
+        left == UNBOUND || left >= units
+    }
+
+    /// An admission of `units`: taken from the admissions left, if bounded.
+    pub(crate) fn took(&self, units: usize) {
         if self.admissions.load(Ordering::Relaxed) == UNBOUND {
-            return true;
+            return;
         }
-        self.admissions
+        let _ = self
+            .admissions
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-                if left == UNBOUND {
-                    Some(left)
-                } else {
-                    left.checked_sub(units)
-                }
-            })
-            .is_ok()
+                (left != UNBOUND).then(|| left.saturating_sub(units))
+            });
     }
 
     /// The admissions left before the next reading, or [`UNBOUND`].

@@ -137,7 +137,7 @@ impl<S: Source> GatePermit<S> {
         let forget = OnDrop::new(move || permit.forget());
         self.shared.on_release(self.admission, units);
         drop(forget);
-        self.shared.on_forget();
+        self.shared.on_forget(units);
     }
 }
 
