@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::remote_load::LoadConfig;
 use crate::server::MAX_UNITS;
 
 /// Everything a run needs. [`Config::default`] is what `admit-demo` runs with no
@@ -52,6 +53,9 @@ pub struct Config {
     /// `serve`: re-read the cgroup memory limit at this interval and resize the gate
     /// to half of it over the session buffer; `None`: a fixed capacity.
     pub follow_memory_limit: Option<Duration>,
+    /// Whether the gate watches the process's memory as the kernel counts it
+    /// (`admit::MemoryWatch`: on by default for a capacity from a memory budget).
+    pub memory_watch: bool,
     /// Of `clients`, how many run an OCI-style upload session (`POST /v2/uploads`,
     /// chunks by `PATCH`, then `PUT`, `DELETE`, or nothing more); `None`: a tenth
     /// of the clients ([`Config::sessions`]).
@@ -218,6 +222,7 @@ impl Default for Config {
             grace: Duration::from_secs(10),
             max_waiters: None,
             follow_memory_limit: None,
+            memory_watch: true,
             sessions: None,
             idle_limit: Duration::from_secs(1),
             stallers: None,
@@ -236,6 +241,8 @@ exits 0 when every check held in both. About 20 s in all.
 
 USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with the verdict
        admit-demo serve [FLAGS]    the server alone, until Ctrl-C or SIGTERM; then it drains and exits
+       admit-demo load [FLAGS]     uploads against a server already running (serve), for a
+                                   while, then a summary; its flags: admit-demo load -h
 
   --memory-budget SIZE     memory the upload sessions may use        [default: 128MiB]
   --session-buffer SIZE    staging buffer per session (one unit)     [default: 8MiB]
@@ -277,14 +284,44 @@ USAGE: admit-demo [FLAGS]          the server and a burst of clients; exits with
   --follow-memory-limit TIME
                            serve: re-read the cgroup memory limit every TIME and resize
                            the gate to half of it over the session buffer [default: off]
+  --memory-watch on|off    the gate follows the working set of the process's cgroup
+                           against its limit (admit's memory watch): it lowers its
+                           capacity, and sheds at arrival, as memory nears the limit
+                           [default: on; no effect without a cgroup limit]
   -h, --help               this text
 
 serve takes the server's flags (capacity, budget, overload target, hold, port, plot,
-max-waiters, grace, idle-limit, progress, follow-memory-limit) and runs one gate, with
+max-waiters, grace, idle-limit, progress, follow-memory-limit, memory-watch) and runs one gate, with
 the overload target unless it is 'off'; the load flags (--clients, --disconnects,
 --disconnect-after, --sessions, --stallers, --slow-clients, --waves, --payload) are
 the load generator's and are refused there, and
 --follow-memory-limit is serve's alone.
+
+SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
+TIME: with a suffix ms or s (e.g. 1500ms, 2s, 0.5s).
+";
+
+/// The `load -h` text: the flags of `admit-demo load`.
+pub const LOAD_USAGE: &str = "\
+admit-demo load: a load generator pointed at a server already running (admit-demo serve).
+CLIENTS loops run side by side for DURATION, each sending POST /upload with a body of
+SIZE bytes (Expect: 100-continue, a fresh connection per try), one try after the other
+(after an answer other than 200 a loop pauses 50ms, after a connection error 100ms).
+No try starts after DURATION; the tries under way end as they end. Then a summary: the
+tries, 200s (completed uploads), 503s with and without Retry-After, 408s, 413s, other
+statuses, connection errors, tries timed out, completed uploads a second, and a line
+`load: key=value ...` for scripts. Exits 0 whatever the server answered; 2 for bad flags.
+
+USAGE: admit-demo load --target HOST:PORT [FLAGS]
+
+  --target HOST:PORT       the server (e.g. 127.0.0.1:8080)          [required]
+  --clients N              client loops side by side                 [default: 40]
+  --duration TIME          how long the loops start tries            [default: 40s]
+  --payload SIZE           each upload's body: 8MiB less 4KiB, nearly one default session
+                           buffer                                    [default: 8188KiB]
+  --timeout TIME           a try with no whole answer within TIME counts as timed out
+                           [default: 30s]
+  -h, --help               this text
 
 SIZE: bytes, or with a suffix K/KiB, M/MiB, G/GiB (powers of 1024).
 TIME: with a suffix ms or s (e.g. 1500ms, 2s, 0.5s).
@@ -311,6 +348,10 @@ pub enum Command {
     Serve(Config),
     /// Print [`USAGE`].
     Help,
+    /// Run the load generator against a server already running.
+    Load(LoadConfig),
+    /// Print [`LOAD_USAGE`].
+    LoadHelp,
 }
 
 impl Config {
@@ -327,6 +368,10 @@ impl Config {
     {
         let mut config = Self::default();
         let mut args = args.into_iter().map(Into::into).peekable();
+        if args.peek().is_some_and(|first| first == "load") {
+            args.next();
+            return parse_load(args);
+        }
         let serve = args.peek().is_some_and(|first| first == "serve");
         if serve {
             args.next();
@@ -405,6 +450,15 @@ impl Config {
                 "--max-waiters" => config.max_waiters = Some(parse_count(&flag, &value()?)?),
                 "--follow-memory-limit" => {
                     config.follow_memory_limit = Some(parse_time(&flag, &value()?)?);
+                }
+                "--memory-watch" => {
+                    config.memory_watch = match value()?.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        other => {
+                            return Err(ArgError(format!("{flag}: 'on' or 'off', not {other:?}")))
+                        }
+                    };
                 }
                 _ => return Err(ArgError(format!("unknown argument {flag:?}; try --help"))),
             }
@@ -686,6 +740,51 @@ impl Config {
     }
 }
 
+/// `admit-demo load`'s flags (after `load`), over [`LoadConfig::new`]'s defaults.
+fn parse_load(args: impl Iterator<Item = String>) -> Result<Command, ArgError> {
+    let mut args = args.peekable();
+    let mut target = None;
+    let mut config = LoadConfig::new(String::new());
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg, None),
+        };
+        if flag == "-h" || flag == "--help" {
+            return Ok(Command::LoadHelp);
+        }
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| ArgError(format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--target" => target = Some(value()?),
+            "--clients" => config.clients = parse_count(&flag, &value()?)?,
+            "--duration" => config.duration = parse_time(&flag, &value()?)?,
+            "--payload" => {
+                let bytes = parse_size(&flag, &value()?)?;
+                config.payload = usize::try_from(bytes)
+                    .map_err(|_| ArgError(format!("{flag}: {bytes} bytes is too large")))?;
+            }
+            "--timeout" => config.timeout = parse_time(&flag, &value()?)?,
+            _ => {
+                return Err(ArgError(format!(
+                    "unknown argument {flag:?} for load (--target, --clients, --duration, \
+                     --payload, --timeout); try load --help"
+                )))
+            }
+        }
+    }
+    config.target =
+        target.ok_or_else(|| ArgError("load needs --target HOST:PORT; try load --help".into()))?;
+    config.validate()?;
+    Ok(Command::Load(config))
+}
+
 /// The load generator's flags, refused by `serve`.
 const LOAD_FLAGS: &[&str] = &[
     "--clients",
@@ -767,6 +866,95 @@ mod tests {
         assert!(parse_time("f", "2").is_err());
         assert_eq!(bytes(8 * MIB), "8 MiB");
         assert_eq!(bytes(1536 * KIB), "1.5 MiB");
+    }
+
+    #[test]
+    fn load_flags_parse_over_the_defaults() {
+        use crate::remote_load::{DEFAULT_CLIENTS, DEFAULT_DURATION, DEFAULT_PAYLOAD};
+        let Ok(Command::Load(c)) = Config::from_args(["load", "--target", "127.0.0.1:8080"]) else {
+            panic!("load with a target")
+        };
+        assert_eq!(c, LoadConfig::new("127.0.0.1:8080"));
+        assert_eq!(c.clients, DEFAULT_CLIENTS);
+        assert_eq!(c.clients, 40);
+        assert_eq!(c.duration, DEFAULT_DURATION);
+        assert_eq!(c.duration, Duration::from_secs(40));
+        assert_eq!(c.payload, DEFAULT_PAYLOAD);
+        assert_eq!(c.payload as u64, 8 * MIB - 4 * KIB);
+        assert_eq!(c.timeout, Duration::from_secs(30));
+
+        let Ok(Command::Load(c)) = Config::from_args([
+            "load",
+            "--target=localhost:9000",
+            "--clients",
+            "7",
+            "--duration=1500ms",
+            "--payload",
+            "256KiB",
+            "--timeout",
+            "5s",
+        ]) else {
+            panic!("every load flag")
+        };
+        assert_eq!(c.target, "localhost:9000");
+        assert_eq!(c.clients, 7);
+        assert_eq!(c.duration, Duration::from_millis(1500));
+        assert_eq!(c.payload, 256 * KIB as usize);
+        assert_eq!(c.timeout, Duration::from_secs(5));
+        // A payload over a session buffer is the server's to refuse (413), and 0 is
+        // an empty upload.
+        let Ok(Command::Load(c)) =
+            Config::from_args(["load", "--target", "[::1]:80", "--payload", "0"])
+        else {
+            panic!("an IPv6 target, an empty body")
+        };
+        assert_eq!(c.payload, 0);
+
+        assert_eq!(Config::from_args(["load", "--help"]), Ok(Command::LoadHelp));
+        assert_eq!(
+            Config::from_args(["load", "--target", "h:1", "-h"]),
+            Ok(Command::LoadHelp)
+        );
+        assert_eq!(Config::from_args(["--help"]), Ok(Command::Help));
+    }
+
+    #[test]
+    fn bad_load_flags_are_refused() {
+        let refused = |args: &[&str]| {
+            let mut all = vec!["load"];
+            all.extend_from_slice(args);
+            match Config::from_args(all) {
+                Err(ArgError(message)) => message,
+                Ok(command) => panic!("{args:?} taken: {command:?}"),
+            }
+        };
+        assert!(refused(&[]).contains("--target"), "a target is required");
+        assert!(refused(&["--target"]).contains("needs a value"));
+        for target in ["127.0.0.1", "127.0.0.1:0", ":80", "host:port", "::1:80"] {
+            assert!(
+                refused(&["--target", target]).starts_with("--target"),
+                "{target}"
+            );
+        }
+        let with = |flag: &'static str, value: &'static str| {
+            refused(&["--target", "127.0.0.1:80", flag, value])
+        };
+        assert!(with("--clients", "0").contains("--clients"));
+        assert!(with("--clients", "2001").contains("--clients"));
+        assert!(with("--clients", "many").contains("not a whole number"));
+        assert!(with("--duration", "0s").contains("--duration"));
+        assert!(with("--duration", "40").contains("not a time"));
+        assert!(with("--duration", "3601s").contains("--duration"));
+        assert!(with("--payload", "2GiB").contains("--payload"));
+        assert!(with("--payload", "8 parsecs").contains("not a size"));
+        assert!(with("--timeout", "0ms").contains("--timeout"));
+        assert!(with("--timeout", "601s").contains("--timeout"));
+        // The run's and serve's flags are not load's, nor load's theirs.
+        assert!(with("--memory-budget", "64MiB").contains("unknown argument"));
+        assert!(with("--waves", "2").contains("unknown argument"));
+        assert!(Config::from_args(["--target", "127.0.0.1:80"]).is_err());
+        assert!(Config::from_args(["--duration", "10s"]).is_err());
+        assert!(Config::from_args(["serve", "--timeout", "10s"]).is_err());
     }
 
     /// The limits the demo prints for `--progress default` are admit-tower's

@@ -19,7 +19,8 @@
 //! `cargo run -p admit-demo -- serve` runs the server alone ([`serve`]) until
 //! interrupted, for curl or another load tool; then it stops admitting and drains.
 //! With `--follow-memory-limit 30s` it resizes its gate as the container's memory
-//! limit changes.
+//! limit changes. `admit-demo load --target HOST:PORT` ([`remote_load`]) sends
+//! such a server uploads from another process for a while and sums up the answers.
 //!
 //! The parts, in the order a reader may want them:
 //!
@@ -29,6 +30,8 @@
 //!   its unit in a lease (`admit::Leases`) until it is finished, cancelled, or
 //!   expires;
 //! - [`load`]: the clients, the in-use sampler and the progress line;
+//! - [`remote_load`]: `admit-demo load`, client loops against a server already
+//!   running, and their summary;
 //! - [`report`]: the summary and the checks;
 //! - [`timeline`]: the run over time, as an SVG.
 
@@ -40,6 +43,7 @@ pub struct ReadmeDoctests;
 pub mod client;
 pub mod config;
 pub mod load;
+pub mod remote_load;
 pub mod report;
 pub mod scrape;
 pub mod server;
@@ -56,7 +60,8 @@ use admit::{Capacity, DrainTimeout, ShedReason, Source};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use tokio::net::TcpListener;
 
-pub use config::{Command, Config, OverloadTarget, Progress, USAGE};
+pub use config::{Command, Config, OverloadTarget, Progress, LOAD_USAGE, USAGE};
+pub use remote_load::{LoadConfig, LoadSummary};
 pub use report::{Check, ClosedProbe, Comparison, Report, ServerCounts};
 pub use scrape::Scrape;
 pub use server::Route;
@@ -134,6 +139,9 @@ async fn start(config: &Config, title: &str, serve: bool) -> Result<Setup, RunEr
         .observer(observer);
     if let Some(max_waiters) = config.max_waiters {
         builder = builder.max_waiters(max_waiters);
+    }
+    if !config.memory_watch {
+        builder = builder.without_memory_watch();
     }
     if let Some(target) = config.overload_target() {
         builder = builder.overload_target(target);

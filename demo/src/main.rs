@@ -3,17 +3,25 @@
 //! an overload target. Exits 0 only if every check held in both.
 //!
 //! `admit-demo serve`: the server alone until Ctrl-C or SIGTERM; exits 0 if it drained.
+//!
+//! `admit-demo load --target HOST:PORT`: uploads against a server already running,
+//! then a summary; exits 0 whatever the answers, 2 for bad flags.
 
 use std::process::ExitCode;
 
-use admit_demo::{Command, Config, USAGE};
+use admit_demo::{Command, Config, LoadConfig, LOAD_USAGE, USAGE};
 
 fn main() -> ExitCode {
     let config = match Config::from_args(std::env::args().skip(1)) {
         Ok(Command::Run(config)) => config,
         Ok(Command::Serve(config)) => return serve(config),
+        Ok(Command::Load(config)) => return load(&config),
         Ok(Command::Help) => {
             print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::LoadHelp) => {
+            print!("{LOAD_USAGE}");
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -61,6 +69,31 @@ fn serve(config: admit_demo::Config) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `admit-demo load`: the client loops against the target, then the summary.
+fn load(config: &LoadConfig) -> ExitCode {
+    let addr = match config.resolve() {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("admit-demo: --target {}: {e}", config.target);
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("admit-demo: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let summary = runtime.block_on(admit_demo::remote_load::run(config, addr, true));
+    println!("\n{summary}");
+    ExitCode::SUCCESS
 }
 
 /// Completes at Ctrl-C (SIGINT) or SIGTERM, what a container runtime sends to stop

@@ -168,6 +168,7 @@ mod tests {
                     upload_sessions_shed_total{source=\"upload\",reason=\"overload\"} 0\n\
                     upload_sessions_shed_total{source=\"upload\",reason=\"hopeless\"} 5\n\
                     upload_sessions_shed_total{source=\"upload\",reason=\"outranked\"} 0\n\
+                    upload_sessions_shed_total{source=\"upload\",reason=\"memory\"} 0\n\
                     upload_sessions_shed_total{reason=\"wait_budget\",source=\"mirror\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"ceiling\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"no_wait\"} 0\n\
@@ -175,6 +176,7 @@ mod tests {
                     upload_sessions_shed_total{source=\"mirror\",reason=\"overload\"} 1\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"hopeless\"} 0\n\
                     upload_sessions_shed_total{source=\"mirror\",reason=\"outranked\"} 0\n\
+                    upload_sessions_shed_total{source=\"mirror\",reason=\"memory\"} 0\n\
                     upload_sessions_shed_total{source=\"session\",reason=\"wait_budget\"} 1\n\
                     upload_sessions_shed_total{source=\"session\",reason=\"ceiling\"} 0\n\
                     upload_sessions_shed_total{source=\"session\",reason=\"no_wait\"} 0\n\
@@ -182,6 +184,7 @@ mod tests {
                     upload_sessions_shed_total{source=\"session\",reason=\"overload\"} 0\n\
                     upload_sessions_shed_total{source=\"session\",reason=\"hopeless\"} 0\n\
                     upload_sessions_shed_total{source=\"session\",reason=\"outranked\"} 0\n\
+                    upload_sessions_shed_total{source=\"session\",reason=\"memory\"} 0\n\
                     upload_sessions_units_in_use 2\n\
                     upload_sessions_hold_seconds_bucket{le=\"+Inf\"} 5\n";
         let s = Scrape::parse(page.to_owned());
@@ -198,7 +201,7 @@ mod tests {
         assert_eq!(s.shed_total(Route::Session), Some(1.0));
         assert_eq!(s.shed_total_sum(), Some(13.0));
         assert_eq!(s.metric("units_in_use"), Some(2.0));
-        assert_eq!(s.excerpt().len(), 22);
+        assert_eq!(s.excerpt().len(), 25);
         let only_upload = Scrape::parse(
             "upload_sessions_shed_total{source=\"upload\",reason=\"wait_budget\"} 3\n".into(),
         );

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use admit::{
-    AdmitEvent, CapacityEvent, CutEvent, CutReason, GateError, LeaseEndEvent, Observer,
-    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
+    AdmitEvent, CapacityEvent, CutEvent, CutReason, GateError, LeaseEndEvent, MemoryEvent,
+    Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
 };
 use admit_metrics::MetricsObserver;
 use admit_tower::{
@@ -327,6 +327,10 @@ impl Observer for DemoObserver {
         if let Some(i) = CutReason::ALL.iter().position(|r| *r == event.reason) {
             self.stats.cuts[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn on_memory(&self, event: &MemoryEvent) {
+        self.metrics.on_memory(event);
     }
 
     fn on_overload(&self, event: &OverloadEvent) {

@@ -77,6 +77,11 @@ pub type Gate<S, O> = admit::Gate<S, AsyncStdTimer, O>;
 
 /// [`admit::Gate::builder`] with an [`AsyncStdTimer`] (origin: now) already set:
 /// configure the rest and [`build`](GateBuilder::build).
+///
+/// A capacity from [`Capacity::from_memory_budget`] gets the memory watch, spawned
+/// on async-std: in a process with a cgroup memory limit the gate follows the
+/// working set against it ([`admit::MemoryWatch`]); `without_memory_watch` turns it
+/// off.
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, AsyncStdTimer, ()> {
     admit::Gate::builder(capacity).timer(AsyncStdTimer::new())
 }

@@ -24,6 +24,11 @@ pub type Gate<S, O> = admit::Gate<S, SmolTimer, O>;
 ///
 /// `S` is the gate's [`Source`](admit::Source) type, usually inferred from the gate's
 /// use or given as `gate::<Route>(..)`.
+///
+/// A capacity from [`Capacity::from_memory_budget`] gets the memory watch (with
+/// feature `spawn`, which runs it on smol's global executor): in a process with a
+/// cgroup memory limit the gate follows the working set against it
+/// ([`admit::MemoryWatch`]); `without_memory_watch` turns it off.
 pub fn gate<S>(capacity: impl Into<Capacity>) -> GateBuilder<S, SmolTimer, ()> {
     admit::Gate::builder(capacity).timer(SmolTimer::new())
 }

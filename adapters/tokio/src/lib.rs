@@ -40,6 +40,11 @@ pub type Gate<S, O> = admit::Gate<S, TokioTimer, O>;
 /// use or given as `gate::<Route>(..)`. Call it inside the runtime whose clock the
 /// gate should follow (see [`TokioTimer`]).
 ///
+/// A capacity from [`Capacity::from_memory_budget`] gets the memory watch, spawned
+/// on this runtime: in a process with a cgroup memory limit the gate follows the
+/// working set against it ([`admit::MemoryWatch`]);
+/// [`without_memory_watch`](GateBuilder::without_memory_watch) turns it off.
+///
 /// # Panics
 ///
 /// Outside a Tokio runtime: the gate's waits sleep on Tokio's timer, and would
