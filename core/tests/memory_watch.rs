@@ -526,3 +526,24 @@ fn arrivals_turned_away_for_want_of_units_spend_no_admissions() {
         .collect();
     assert_eq!(again.len(), 2);
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "reads /proc and the cgroup files")]
+fn a_ceiling_gives_a_signal_where_no_cgroup_sets_a_limit() {
+    const CEILING: u64 = 1 << 40;
+    let timer = SpawningTimer::default();
+    let heard = Arc::new(Heard::default());
+    let gate = Gate::<Src, _, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .memory_watch(MemoryWatch::new(UNIT).ceiling(CEILING))
+        .timer(timer.clone())
+        .observer(Arc::clone(&heard))
+        .build()
+        .unwrap();
+    timer.run();
+    let reading = heard.last_memory().reading.expect("a reading");
+    // The cgroup's limit where one is lower, else the ceiling; the process's
+    // own memory, or its cgroup's, counted against it.
+    assert!(reading.limit <= CEILING);
+    assert!(reading.working_set > 0);
+    drop(gate);
+}
