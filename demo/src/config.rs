@@ -377,12 +377,7 @@ impl Config {
             args.next();
         }
         while let Some(arg) = args.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((flag, value)) if flag.starts_with("--") => {
-                    (flag.to_owned(), Some(value.to_owned()))
-                }
-                _ => (arg, None),
-            };
+            let (flag, inline) = split_flag(arg);
             if flag == "-h" || flag == "--help" {
                 return Ok(Command::Help);
             }
@@ -740,18 +735,21 @@ impl Config {
     }
 }
 
+/// `--flag=value` as the flag and its value; any other argument as itself.
+fn split_flag(arg: String) -> (String, Option<String>) {
+    match arg.split_once('=') {
+        Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
+        _ => (arg, None),
+    }
+}
+
 /// `admit-demo load`'s flags (after `load`), over [`LoadConfig::new`]'s defaults.
 fn parse_load(args: impl Iterator<Item = String>) -> Result<Command, ArgError> {
     let mut args = args.peekable();
     let mut target = None;
     let mut config = LoadConfig::new(String::new());
     while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_owned(), Some(value.to_owned()))
-            }
-            _ => (arg, None),
-        };
+        let (flag, inline) = split_flag(arg);
         if flag == "-h" || flag == "--help" {
             return Ok(Command::LoadHelp);
         }

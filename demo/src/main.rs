@@ -39,18 +39,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// `admit-demo serve`: the server alone until Ctrl-C or SIGTERM, then a drain.
-fn serve(config: admit_demo::Config) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// The runtime `serve` and `load` run on: two workers, as a small container
+/// has; `None` (said on stderr) if it cannot be built.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime,
+        Ok(runtime) => Some(runtime),
         Err(e) => {
             eprintln!("admit-demo: {e}");
-            return ExitCode::FAILURE;
+            None
         }
+    }
+}
+
+/// `admit-demo serve`: the server alone until Ctrl-C or SIGTERM, then a drain.
+fn serve(config: admit_demo::Config) -> ExitCode {
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     // Listening before the server prints its address: a signal sent once it has
     // drains like any other, instead of killing the process.
@@ -80,16 +88,8 @@ fn load(config: &LoadConfig) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("admit-demo: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let summary = runtime.block_on(admit_demo::remote_load::run(config, addr, true));
     println!("\n{summary}");
