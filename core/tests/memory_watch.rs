@@ -9,65 +9,25 @@
 mod support;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use admit::{
     Capacity, ConfigError, Gate, GateError, MemoryEvent, MemoryUse, MemoryWatch, Observer,
-    Priority, ShedEvent, ShedReason, Timer,
+    Priority, ShedEvent, ShedReason,
 };
-use support::{ManualTimer, Src};
+use support::{ManualTimer, SpawningTimer, Src};
 
 const MIB: u64 = 1 << 20;
 const UNIT: u64 = 8 * MIB;
 const LIMIT: u64 = 160 * MIB;
 const INTERVAL: Duration = Duration::from_millis(250);
 
-type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// A manual clock whose spawned tasks the test polls by hand ([`Self::run`]).
-#[derive(Clone, Default)]
-struct SpawningTimer {
-    clock: ManualTimer,
-    tasks: Arc<Mutex<Vec<Task>>>,
-}
-
-impl SpawningTimer {
-    /// Polls every task once (they are woken only by the clock).
-    fn run(&self) {
-        let mut tasks = self.tasks.lock().unwrap();
-        let mut cx = Context::from_waker(Waker::noop());
-        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
-    }
-
-    /// Moves the clock one interval on and lets the watch read.
-    fn next_reading(&self) {
-        self.clock.advance(INTERVAL);
-        self.run();
-    }
-
-    fn tasks(&self) -> usize {
-        self.tasks.lock().unwrap().len()
-    }
-}
-
-impl Timer for SpawningTimer {
-    type Sleep = <ManualTimer as Timer>::Sleep;
-
-    fn now(&self) -> Duration {
-        self.clock.now()
-    }
-
-    fn sleep_until(&self, deadline: Duration) -> Self::Sleep {
-        self.clock.sleep_until(deadline)
-    }
-
-    fn spawn(&self, task: Box<dyn Future<Output = ()> + Send + 'static>) -> bool {
-        self.tasks.lock().unwrap().push(Box::into_pin(task));
-        true
-    }
+/// Moves the clock one interval on and lets the watch read.
+fn next_reading(timer: &SpawningTimer) {
+    timer.clock().advance(INTERVAL);
+    timer.run();
 }
 
 /// What the gate told of memory and sheds.
@@ -127,7 +87,7 @@ struct Setup {
 /// A gate of 20 units of 8 MiB (160 MiB) with a watch, its first reading at
 /// `ws_mib` taken.
 fn setup(ws_mib: u64, max_units: usize) -> Setup {
-    let timer = SpawningTimer::default();
+    let timer = SpawningTimer::new();
     let heard = Arc::new(Heard::default());
     let source = Source::new(ws_mib);
     let gate = Gate::builder(Capacity::from_memory_budget(LIMIT, UNIT))
@@ -222,7 +182,7 @@ fn admissions_between_two_readings_stop_where_fresh_memory_would_pass_the_mark()
     );
     // The next reading: they took no memory (the allocator reused it); a new
     // allowance, as much as the mark leaves.
-    s.timer.next_reading();
+    next_reading(&s.timer);
     for _ in 0..16 {
         drop(take(&s, 1, Priority::CriticalPlus).unwrap());
     }
@@ -251,7 +211,7 @@ fn a_rising_working_set_lowers_the_capacity_and_revokes_nothing() {
         .collect();
     // The buffers fill, 2 MiB more each than counted: (144 − 42) / 8 = 12.75.
     s.source.set(10 + 16 * 10);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 12);
     assert_eq!(s.gate.in_use(), 16, "nothing admitted is revoked");
     assert_eq!(
@@ -266,11 +226,11 @@ fn a_rising_working_set_lowers_the_capacity_and_revokes_nothing() {
 fn a_falling_working_set_brings_the_capacity_back() {
     let s = setup(10, 1);
     s.source.set(140);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     // (144 − 140) / 8 = 0.5: below the max_units floor of 1.
     assert_eq!(s.gate.capacity(), 1);
     s.source.set(10);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 16);
 }
 
@@ -278,7 +238,7 @@ fn a_falling_working_set_brings_the_capacity_back() {
 fn with_no_room_every_class_is_shed_below_the_floor() {
     let s = setup(10, 2);
     s.source.set(150);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 2, "the max_units floor");
     assert_eq!(s.heard.last_memory().allowed_units, Some(0));
     for priority in Priority::ALL {
@@ -297,7 +257,7 @@ fn a_working_set_oscillating_around_a_mark_moves_the_capacity_and_loses_no_unit(
     for round in 0..40u64 {
         // Around Critical's mark of 136 MiB: 10 MiB less, then 10 MiB more.
         s.source.set(if round % 2 == 0 { 126 } else { 146 });
-        s.timer.next_reading();
+        next_reading(&s.timer);
         while let Ok(permit) = take(&s, 1, Priority::Critical) {
             held.push(permit);
         }
@@ -313,7 +273,7 @@ fn a_working_set_oscillating_around_a_mark_moves_the_capacity_and_loses_no_unit(
     drop(held);
     assert_eq!(s.gate.in_use(), 0);
     s.source.set(10);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     let all: Vec<_> = (0..16)
         .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
         .collect();
@@ -325,7 +285,7 @@ fn a_source_that_fails_falls_back_to_the_arithmetic_and_says_so() {
     let s = setup(10, 1);
     assert_eq!(s.gate.capacity(), 16);
     s.source.fail();
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 20);
     let event = s.heard.last_memory();
     assert_eq!((event.reading, event.allowed_units), (None, None));
@@ -337,7 +297,7 @@ fn a_source_that_fails_falls_back_to_the_arithmetic_and_says_so() {
     drop(held);
     // It comes back.
     s.source.set(10);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 16);
 }
 
@@ -348,11 +308,11 @@ fn memory_kept_by_the_allocator_after_a_load_does_not_lock_the_gate() {
         .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
         .collect();
     s.source.set(138);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     drop(held);
     // glibc keeps 111 MiB of freed buffers: nothing in use, a high working set.
     s.source.set(121);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     // The capacity in force is whole at once: the kept memory is the units'.
     assert_eq!(s.gate.capacity(), 16);
     // Admissions go on every interval, as many as could each take a fresh
@@ -368,7 +328,7 @@ fn memory_kept_by_the_allocator_after_a_load_does_not_lock_the_gate() {
             "interval {interval}"
         );
         drop(two);
-        s.timer.next_reading();
+        next_reading(&s.timer);
     }
     assert_eq!(s.gate.capacity(), 16);
 }
@@ -380,17 +340,17 @@ fn resizes_and_memory_compose_as_the_least_of_them() {
     // A resize below what memory allows wins.
     s.gate.resize(10).unwrap();
     assert_eq!(s.gate.capacity(), 10);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 10);
     // Above it, memory wins, at once.
     s.gate.resize(30).unwrap();
     assert_eq!(s.gate.capacity(), 16);
     // More room: up to what memory allows, below the configured 30.
     s.source.set(0);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 18);
     s.source.fail();
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 30);
 }
 
@@ -400,13 +360,13 @@ fn the_watch_ends_with_the_gate() {
     assert_eq!(s.timer.tasks(), 1);
     let Setup { gate, timer, .. } = s;
     drop(gate);
-    timer.next_reading();
+    next_reading(&timer);
     assert_eq!(timer.tasks(), 0);
 }
 
 #[test]
 fn a_memory_budget_gets_a_watch_by_default_and_a_count_does_not() {
-    let timer = SpawningTimer::default();
+    let timer = SpawningTimer::new();
     let _budget = Gate::<Src, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
         .timer(timer.clone())
         .build()
@@ -445,16 +405,16 @@ fn a_forgotten_unit_stays_out_when_a_reading_reapplies_the_capacity() {
     assert_eq!(s.gate.capacity(), 16);
     // Memory binds no more: the configured 20 is in force.
     s.source.fail();
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 20);
     let two = s.gate.try_acquire(1, Src::Upload).unwrap();
     two.forget();
     assert_eq!(s.gate.capacity(), 19);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 19, "out for good");
     // And memory binds below it as before.
     s.source.set(10);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 16);
 }
 
@@ -477,16 +437,22 @@ fn a_closed_gate_refuses_as_closed_not_for_memory() {
 fn a_request_above_the_capacity_is_refused_as_such_before_memory() {
     let s = setup(10, 4);
     s.source.fail();
-    s.timer.next_reading();
+    next_reading(&s.timer);
     let one = take(&s, 1, Priority::CriticalPlus).unwrap();
     s.gate.resize(4).unwrap();
     // Memory allows nothing; the max_units floor keeps the capacity at 4.
     s.source.set(150);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     assert_eq!(s.gate.capacity(), 4);
     // A forget takes the capacity below the floor.
     one.forget();
     assert_eq!(s.gate.capacity(), 3);
+    next_reading(&s.timer);
+    assert_eq!(
+        s.gate.capacity(),
+        3,
+        "forgotten below the floor: out for good"
+    );
     // 4 units can never fit: a fault of the request, before any shed,
     // as `acquire` refuses it.
     assert!(matches!(
@@ -507,7 +473,7 @@ fn arrivals_turned_away_for_want_of_units_spend_no_admissions() {
         .map(|_| take(&s, 1, Priority::CriticalPlus).unwrap())
         .collect();
     drop(held);
-    s.timer.next_reading();
+    next_reading(&s.timer);
     // A resize to 2: most arrivals now find no free unit.
     s.gate.resize(2).unwrap();
     let two: Vec<_> = (0..2)
@@ -531,7 +497,7 @@ fn arrivals_turned_away_for_want_of_units_spend_no_admissions() {
 #[cfg_attr(miri, ignore = "reads /proc and the cgroup files")]
 fn a_ceiling_gives_a_signal_where_no_cgroup_sets_a_limit() {
     const CEILING: u64 = 1 << 40;
-    let timer = SpawningTimer::default();
+    let timer = SpawningTimer::new();
     let heard = Arc::new(Heard::default());
     let gate = Gate::<Src, _, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
         .memory_watch(MemoryWatch::new(UNIT).ceiling(CEILING))

@@ -103,6 +103,60 @@
 //! the gate does. Each event's class is checked, and a permit's class goes with
 //! its split-off parts and is the one its merged units are released with. Not
 //! modelled: the blocking acquire (no op makes one).
+//!
+//! # Memory
+//!
+//! A case with a [`GateOp::Memory`] among its operations builds the gate with a
+//! memory watch ([`MemoryWatch`]) of [`MEMORY_UNIT`] bytes a unit, the default
+//! marks and a reading every [`MEMORY_INTERVAL`], whose source is a cell the
+//! replay sets ([`memory_reading`]: a working set against a limit, or `None`,
+//! the source failing); it starts `None`. Its timer spawns the watch's task (and
+//! refuses the overload watch, which the model does not follow), and the replay
+//! polls the task right after the build (the first reading) and after every
+//! clock advance; the watch reads once its interval has passed since its last
+//! reading, so a `Memory` op shows from the next such reading on. A case
+//! without one has no watch, and replays as before. The model re-implements the
+//! rule (`memory.rs`, `ModelRoom`) from the units in use (in permits) at each
+//! reading: the base, high water, last working set and what the units admitted
+//! may still grow by (owed), kept between readings; each class's level
+//! `⌊(mark × limit − other) / bytes per unit⌋`; the admissions until the next
+//! reading, as many as could each take a fresh unit under the highest mark, or
+//! one probe while the working set holds still (unbound if the configured
+//! capacity could be admitted); the units admitted since the last reading
+//! (taken from the admissions it bound, else the rise of the units in use);
+//! and the capacity in force `max(min(configured, level of CriticalPlus),
+//! max_units)`, set as a resize sets it (grants, debt). A `None` reading
+//! unbinds everything. Each reading's `on_capacity` (if it changed) and
+//! `on_memory` (reading, level of `CriticalPlus`, capacity) are predicted, the
+//! watch ends at its first reading due after a close, and `pressure().memory()`
+//! is checked after every step (its level of `Sheddable` against the
+//! configured capacity). A resize sets the configured capacity, and a forget
+//! lowers it by the units forgotten (as it lowers the capacity in force), so
+//! that no reading or resize gives them back; the capacity in force is
+//! re-applied at each. An arrival (`try_acquire`, an acquire's first poll) on
+//! an open gate is shed for [`ShedReason::Memory`] if its class's level is
+//! below the capacity in force and its units with those in use pass it, or if
+//! fewer admissions are left than its units; it takes nothing at arrival. An
+//! admission (every permit made: `try_acquire`'s, a first poll's, a parked
+//! waiter's grant when it is polled) takes its units from the admissions left
+//! (down to none; nothing while unbound), so the watch's count of the units
+//! admitted since the last reading (given less left) counts admissions only:
+//! a turned-away arrival (a `NoWait` shed, a close, a shed for memory) uses
+//! none, nor does a wait until its grant is polled. A shed for memory is one
+//! at arrival (zero wait, its class's estimate, no wait seen by the overload
+//! rule). A closed gate sheds nobody for memory (its arrivals are refused
+//! `Closed`), and `try_acquire` refuses a request above `max_units`, then one
+//! above the capacity in force (`ExceedsCapacity`), before it looks at memory,
+//! as an acquire's first poll does. [`GateStats`] counts where these rules
+//! decide against what the watch's bounds alone would say
+//! (`memory_forgets_kept`, `memory_closed_refusals`, `memory_oversize_try`,
+//! `memory_admissions_untaken`) and the parked admissions that take from the
+//! admissions (`memory_parked_admissions`).
+//!
+//! Beyond the predictions it checks, at every step, that no admission took the
+//! units in permits past the capacity in force (with the debt of a shrink, which
+//! revokes nothing), and at the end that every unit is back: nothing in use,
+//! and the gate's own drain finds every unit at once.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -113,16 +167,17 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use admit::{
-    AdmitEvent, CapacityEvent, ConfigError, Gate, GateAcquire, GateError, GatePermit, Observer,
-    OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason, Source, StartEvent,
+    AdmitEvent, CapacityEvent, ConfigError, Gate, GateAcquire, GateError, GatePermit, MemoryEvent,
+    MemoryUse, MemoryWatch, Observer, OverloadEvent, Priority, ReleaseEvent, ShedEvent, ShedReason,
+    Source, StartEvent, Timer,
 };
 use arbitrary::{Arbitrary, Unstructured};
 
 use crate::counting_waker::CountingWaker;
-use crate::manual_timer::ManualTimer;
 use crate::overload::{micros_of, ModelCodel, ModelPace, CAP_TARGETS, PRESS_MARK};
 use crate::pick;
 use crate::signal::{Fired, Trigger};
+use crate::spawning_timer::SpawningTimer;
 
 admit::sources! {
     /// The call sites of the replayed gate.
@@ -206,6 +261,10 @@ pub enum GateOp {
     },
     /// `forget()` on a held permit.
     Forget(u8),
+    /// Sets what the memory watch's source reports from its next reading on:
+    /// [`memory_reading`]`(raw)`, a working set against a limit or `None`. A
+    /// case with one has a memory watch (see "Memory" in the module docs).
+    Memory(u8),
 }
 
 /// The class a raw site byte asks for: `(raw / 3) % 5` picks the source's own
@@ -242,6 +301,150 @@ pub fn raw_site(site: u8, class: Option<Priority>) -> u8 {
     site % 3 + 3 * code
 }
 
+/// The bytes a unit stands for in a replayed gate's memory watch: 1 MiB.
+pub const MEMORY_UNIT: u64 = 1 << 20;
+
+/// The time between two readings of a replayed gate's memory watch: a clock
+/// advance (up to 39 ms) often passes one, sometimes not.
+pub const MEMORY_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The limits, in units, that the top two bits of a [`GateOp::Memory`] byte
+/// pick. Against gates of 1 to 11 units: the marks (75 % to 90 %) of 8 units
+/// (6 to 7.2) bind a gate above 7 units even with nothing else in memory,
+/// those of 24 units (18 to 21.6) only past a working set of 10 units.
+const MEMORY_LIMITS: [u64; 4] = [16, 12, 8, 24];
+
+/// The working-set levels (the low six bits of a [`GateOp::Memory`] byte) at
+/// or above which the source fails.
+const MEMORY_FAILS: u8 = 60;
+
+/// The watch's default marks (`MemoryWatch::new`'s documentation: of the limit,
+/// `Sheddable` 75 %, `SheddablePlus` 80 %, `Critical` 85 %, `CriticalPlus`
+/// 90 %), in millionths, by rank.
+const MEMORY_MARKS: [u64; RANKS] = [750_000, 800_000, 850_000, 900_000];
+
+/// The working set, with what is owed and the unit, that a probe may take the
+/// limit to: 95 %, in millionths.
+const PROBE_CEILING: u64 = 950_000;
+
+const MILLION: u64 = 1_000_000;
+
+/// No allowance: no reading (or a `None` one), or no watch.
+const UNBOUND: usize = usize::MAX;
+
+/// The rank of `CriticalPlus`, whose allowance bounds the capacity in force.
+const TOP: usize = RANKS - 1;
+
+/// What a [`GateOp::Memory`] byte sets the watch's source to: `None` (the
+/// source fails) if its low six bits are 60 or more, else a working set of
+/// that many quarters of a unit (0 to 14.75 MiB) against a limit of 16, 12, 8
+/// or 24 units (the top two bits). With gates of 1 to 11 units, the levels and
+/// admissions range from none to more than any capacity.
+#[must_use]
+pub fn memory_reading(raw: u8) -> Option<MemoryUse> {
+    let level = raw & 0x3f;
+    (level < MEMORY_FAILS).then(|| {
+        MemoryUse::new(
+            MEMORY_LIMITS[usize::from(raw >> 6)] * MEMORY_UNIT,
+            u64::from(level) * (MEMORY_UNIT / 4),
+        )
+    })
+}
+
+/// The memory rule's state between readings, as the model keeps it by the
+/// rule's documentation (`gate/memory.rs`).
+#[derive(Debug, Default)]
+struct ModelRoom {
+    /// The lowest working set read with nothing in use (at the first reading,
+    /// the working set less the units in use).
+    base: Option<u64>,
+    /// The most units in use at a reading since the working set last showed
+    /// nothing beyond the base and the units in use.
+    high_water: usize,
+    /// The working set at the last reading (of one).
+    last: Option<u64>,
+    /// What the units admitted so far may still grow by: their units less the
+    /// growth of the working set seen since, at most the units in use.
+    owed: u64,
+}
+
+/// What a reading allows until the next one.
+#[derive(Debug, Clone, Copy)]
+struct ModelAllowance {
+    /// The units each class may hold, by rank: its level.
+    levels: [usize; RANKS],
+    /// The units that may be admitted before the next reading, whatever the
+    /// class; [`UNBOUND`] if the configured capacity could be.
+    admissions: usize,
+    /// Its one admission is the probe's (no fresh unit fits under the mark).
+    probe: bool,
+}
+
+/// `⌊(fraction × limit − used) / unit⌋` units, none below zero, the fraction
+/// in millionths: exact, in millionths of a byte.
+fn units_under(limit: u64, millionths: u64, used: u64) -> usize {
+    let fill = u128::from(limit) * u128::from(millionths);
+    let room = fill.saturating_sub(u128::from(used) * u128::from(MILLION));
+    usize::try_from(room / (u128::from(MEMORY_UNIT) * u128::from(MILLION))).unwrap_or(UNBOUND)
+}
+
+impl ModelRoom {
+    /// What a reading of `used` allows, with `in_use` units in permits,
+    /// `admitted` of them since the last reading, and the gate's `configured`
+    /// capacity: each class's level `⌊(mark × limit − other) / unit⌋`, where
+    /// `other = max(working set − high water × unit, base)`; and the
+    /// admissions, as many as could each take a fresh unit under the highest
+    /// mark (`⌊(top mark × limit − working set − owed) / unit⌋`), or one probe
+    /// if the working set grew by less than half a unit and a fresh unit would
+    /// keep it, with what is owed, within 95 % of the limit.
+    fn read(
+        &mut self,
+        used: MemoryUse,
+        in_use: usize,
+        admitted: usize,
+        configured: usize,
+    ) -> ModelAllowance {
+        let ws = used.working_set;
+        let held = in_use as u64 * MEMORY_UNIT;
+        let base = match self.base {
+            Some(base) if in_use != 0 || ws >= base => base,
+            // The first reading, or a lower one with nothing in use.
+            _ => *self.base.insert(ws.saturating_sub(held)),
+        };
+        self.high_water = if ws <= base + held {
+            in_use
+        } else {
+            self.high_water.max(in_use)
+        };
+        let other = ws
+            .saturating_sub(self.high_water as u64 * MEMORY_UNIT)
+            .max(base);
+        let levels = MEMORY_MARKS.map(|mark| units_under(used.limit, mark, other));
+        let grown = self
+            .last
+            .replace(ws)
+            .map_or(0, |last| ws.saturating_sub(last));
+        self.owed = (self.owed + admitted as u64 * MEMORY_UNIT)
+            .saturating_sub(grown)
+            .min(held);
+        let top = MEMORY_MARKS.iter().copied().max().unwrap_or(MILLION);
+        let fresh = units_under(used.limit, top, ws + self.owed);
+        let probe = grown < MEMORY_UNIT / 2
+            && u128::from(ws + self.owed + MEMORY_UNIT) * u128::from(MILLION)
+                <= u128::from(used.limit) * u128::from(PROBE_CEILING);
+        let admissions = fresh.max(usize::from(probe));
+        ModelAllowance {
+            levels,
+            probe: fresh == 0 && probe,
+            admissions: if admissions >= configured {
+                UNBOUND
+            } else {
+                admissions
+            },
+        }
+    }
+}
+
 /// The variants of [`GateOp`] in selector order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum GateKind {
@@ -258,11 +461,15 @@ enum GateKind {
     Split,
     Merge,
     Forget,
+    Memory,
 }
 
 impl GateOp {
     /// Each kind with the number of the 256 selector byte values that pick it.
-    const SELECTOR: [(GateKind, u16); 13] = [
+    ///
+    /// `Memory` took the last three values of `Split`'s (241 to 243), which no
+    /// input of the corpus used: every other value picks what it picked before.
+    const SELECTOR: [(GateKind, u16); 14] = [
         (GateKind::Acquire, 56),
         (GateKind::TryAcquire, 18),
         (GateKind::Poll, 46),
@@ -273,7 +480,8 @@ impl GateOp {
         (GateKind::RunWoken, 18),
         (GateKind::Close, 4),
         (GateKind::Resize, 14),
-        (GateKind::Split, 8),
+        (GateKind::Split, 5),
+        (GateKind::Memory, 3),
         (GateKind::Merge, 6),
         (GateKind::Forget, 6),
     ];
@@ -293,6 +501,7 @@ impl GateOp {
             GateOp::Split { .. } => GateKind::Split,
             GateOp::Merge { .. } => GateKind::Merge,
             GateOp::Forget(_) => GateKind::Forget,
+            GateOp::Memory(_) => GateKind::Memory,
         }
     }
 
@@ -318,7 +527,8 @@ impl GateOp {
             | GateOp::Fire(i)
             | GateOp::Advance(i)
             | GateOp::Resize(i)
-            | GateOp::Forget(i) => out.push(i),
+            | GateOp::Forget(i)
+            | GateOp::Memory(i) => out.push(i),
             GateOp::Split { permit, units } => out.extend([permit, units]),
             GateOp::Merge { a, b } => out.extend([a, b]),
             GateOp::RunWoken | GateOp::Close => {}
@@ -358,6 +568,7 @@ impl<'a> Arbitrary<'a> for GateOp {
                 b: u.arbitrary()?,
             },
             GateKind::Forget => GateOp::Forget(u.arbitrary()?),
+            GateKind::Memory => GateOp::Memory(u.arbitrary()?),
         })
     }
 }
@@ -418,6 +629,13 @@ impl GateCase {
             3 => Some(5),
             _ => None,
         }
+    }
+
+    /// Whether the gate gets a memory watch: the case sets its source at least
+    /// once ([`GateOp::Memory`]).
+    #[must_use]
+    pub fn has_memory_watch(&self) -> bool {
+        self.ops.iter().any(|op| matches!(op, GateOp::Memory(_)))
     }
 
     /// Decodes fuzzer bytes: capacity, budget, then [`GateOp`]s until the bytes run
@@ -568,6 +786,55 @@ pub struct GateStats {
     pub shed_units_not_found: usize,
     /// Walks cut short by a full wake batch.
     pub walks_cut_by_batch: usize,
+    /// `Memory` ops: the source set.
+    pub memory_sets: usize,
+    /// Readings of the memory watch (the first, at the build, included).
+    pub memory_readings: usize,
+    /// Of those, `None` ones (the source failed, or was not set yet).
+    pub memory_unbound_readings: usize,
+    /// Readings that lowered the capacity in force.
+    pub memory_lowered: usize,
+    /// Readings that raised it.
+    pub memory_raised: usize,
+    /// Readings that allowed `CriticalPlus` less than `max_units` (the capacity
+    /// in force held at that floor).
+    pub memory_floored: usize,
+    /// Readings that would have given back units a forget had taken, were the
+    /// configured capacity not lowered by the forget (it is: they stay out).
+    pub memory_forgets_kept: usize,
+    /// Arrivals shed for memory (`ShedReason::Memory`): `try_acquire`s and
+    /// first polls.
+    pub memory_sheds: usize,
+    /// Of `memory_sheds`, `try_acquire`s.
+    pub memory_sheds_try: usize,
+    /// Of `memory_sheds`, of `CriticalPlus` (its allowance below the floor).
+    pub memory_sheds_critical_plus: usize,
+    /// Arrivals on a closed gate refused `Closed` whose class's level or the
+    /// admissions left would have shed them for memory (the watch's last
+    /// reading stays in force after the close).
+    pub memory_closed_refusals: usize,
+    /// `try_acquire`s refused `ExceedsCapacity` that memory would have shed
+    /// (the capacity is checked first).
+    pub memory_oversize_try: usize,
+    /// Arrivals within bound admissions, not shed for memory, that were not
+    /// admitted at once (a `NoWait` shed, a wait): they took none of them.
+    pub memory_admissions_untaken: usize,
+    /// Parked waiters admitted (their grant polled) while the admissions were
+    /// bound: they took their units from them then.
+    pub memory_parked_admissions: usize,
+    /// Arrivals admitted at once while their class's allowance was below the
+    /// capacity in force (within it).
+    pub memory_bound_admits: usize,
+    /// Readings due after a close: the watch ended (at the latest at the
+    /// replay's end, whose drain closes the gate).
+    pub memory_watch_ends: usize,
+    /// Readings that bound the admissions until the next one.
+    pub memory_admissions_bound: usize,
+    /// Of those, readings whose one admission was the probe's.
+    pub memory_probes: usize,
+    /// Of `memory_sheds`, arrivals within their class's level that found the
+    /// admissions spent.
+    pub memory_admissions_spent: usize,
 }
 
 /// Decodes `data` as a [`GateCase`] and replays it; `None` if it does not decode.
@@ -585,14 +852,24 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
     let max_units = case.max_units();
     let budget = Duration::from_millis(1 + u64::from(case.budget % 64));
     let target = case.has_overload_target().then(|| budget / 4);
-    let timer = ManualTimer::new();
+    let timer = SpawningTimer::refusing(usize::from(target.is_some()));
     let obs = Arc::new(Recorder::default());
+    let source: Arc<Mutex<Option<MemoryUse>>> = Arc::default();
     let mut builder = Gate::builder(capacity).wait_budget(budget);
     if let Some(target) = target {
         builder = builder.overload_target(target);
     }
     if let Some(max) = case.max_waiters() {
         builder = builder.max_waiters(max);
+    }
+    let watch = case.has_memory_watch();
+    if watch {
+        let cell = Arc::clone(&source);
+        builder = builder.memory_watch(
+            MemoryWatch::new(MEMORY_UNIT)
+                .interval(MEMORY_INTERVAL)
+                .source(move || *cell.lock().unwrap()),
+        );
     }
     let gate = builder
         .max_units(max_units)
@@ -604,11 +881,26 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
     assert_eq!(obs.take(), vec![Event::Start(capacity, labels)], "on_start");
     assert_eq!(gate.max_units(), max_units, "max_units()");
     assert_eq!(gate.wait_budget(), budget, "wait_budget()");
+    assert_eq!(
+        timer.tasks(),
+        usize::from(watch),
+        "the memory watch's task, no other"
+    );
     let mut h = GateHarness {
         gate: &gate,
         timer: &timer,
         obs: &obs,
         capacity,
+        configured: capacity,
+        allowed: [UNBOUND; RANKS],
+        admissions: UNBOUND,
+        given: None,
+        last_in_use: 0,
+        room: ModelRoom::default(),
+        source,
+        reading: None,
+        next_reading: watch.then_some(Duration::ZERO),
+        forgotten: 0,
         max_units,
         max_waiters: case.max_waiters(),
         budget,
@@ -632,6 +924,8 @@ pub fn replay_gate(case: &GateCase) -> GateStats {
         last_op: None,
         stats: GateStats::default(),
     };
+    // The watch's first reading, at its first poll.
+    h.watch_turn();
     h.check();
     for &op in &case.ops {
         h.apply(op);
@@ -655,6 +949,8 @@ pub enum Event {
     Capacity(usize),
     /// `on_overload`: the state from now on.
     Overloaded(bool),
+    /// `on_memory(reading, allowed_units, capacity)`.
+    Memory(Option<MemoryUse>, Option<usize>, usize),
 }
 
 /// An `on_shed` event's fields.
@@ -729,9 +1025,13 @@ impl Observer for Recorder {
     fn on_capacity(&self, e: &CapacityEvent) {
         self.push(Event::Capacity(e.capacity));
     }
+
+    fn on_memory(&self, e: &MemoryEvent) {
+        self.push(Event::Memory(e.reading, e.allowed_units, e.capacity));
+    }
 }
 
-type Fut<'g> = Pin<Box<GateAcquire<'g, Site, ManualTimer, Arc<Recorder>, Fired>>>;
+type Fut<'g> = Pin<Box<GateAcquire<'g, Site, SpawningTimer, Arc<Recorder>, Fired>>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -817,10 +1117,33 @@ struct GPermit {
 }
 
 struct GateHarness<'g> {
-    gate: &'g Gate<Site, ManualTimer, Arc<Recorder>>,
-    timer: &'g ManualTimer,
+    gate: &'g Gate<Site, SpawningTimer, Arc<Recorder>>,
+    timer: &'g SpawningTimer,
     obs: &'g Arc<Recorder>,
+    /// The capacity in force.
     capacity: usize,
+    /// The capacity configured (built, or last resized to, less the units
+    /// forgotten since): the capacity in force before memory lowers it.
+    configured: usize,
+    /// Each class's level by the memory watch's last reading, by rank;
+    /// [`UNBOUND`] without one.
+    allowed: [usize; RANKS],
+    /// The admissions left before the next reading, or [`UNBOUND`].
+    admissions: usize,
+    /// The admissions the last reading allowed, if it bound them.
+    given: Option<usize>,
+    /// The units in use at the last reading.
+    last_in_use: usize,
+    room: ModelRoom,
+    /// The cell the watch's source reads.
+    source: Arc<Mutex<Option<MemoryUse>>>,
+    /// What it holds.
+    reading: Option<MemoryUse>,
+    /// When the watch reads next; `None` without a watch, or once it ended.
+    next_reading: Option<Duration>,
+    /// Units forgotten since the capacity in force was last applied (for
+    /// [`GateStats::memory_forgets_kept`]).
+    forgotten: usize,
     /// The gate's `max_units`: no request above it is served, no resize goes
     /// below it.
     max_units: usize,
@@ -923,6 +1246,12 @@ impl<'g> GateHarness<'g> {
                     self.forget(i);
                 }
             }
+            GateOp::Memory(raw) => {
+                let reading = memory_reading(raw);
+                *self.source.lock().unwrap() = reading;
+                self.reading = reading;
+                self.stats.memory_sets += 1;
+            }
         }
         self.check();
     }
@@ -988,8 +1317,13 @@ impl<'g> GateHarness<'g> {
         };
         let priority = class.unwrap_or(site.priority());
         let too_big = units > self.max_units;
-        let oversize = units > self.capacity;
+        let oversize = !too_big && units > self.capacity;
         let refused = too_big || oversize;
+        // `max_units`, then the capacity, then memory (see "Memory").
+        let memory = !refused && self.refused_for_memory(units, priority);
+        if oversize && self.memory_bars(units, priority) {
+            self.stats.memory_oversize_try += 1;
+        }
         match got {
             Err(GateError::ExceedsMaxUnits {
                 requested,
@@ -1000,18 +1334,37 @@ impl<'g> GateHarness<'g> {
                 });
                 self.exceeds_max_units(units, false);
             }
-            Err(GateError::ExceedsCapacity(e)) if oversize && !too_big => {
+            Err(GateError::ExceedsCapacity(e)) if oversize => {
                 self.expect(e.requested == units && e.capacity == self.capacity, || {
                     format!("{e:?}")
                 });
                 self.stats.oversize += 1;
                 self.stats.oversize_at_once += 1;
             }
-            Err(GateError::Closed) if self.closed && !refused => self.stats.closed += 1,
             Err(GateError::Busy {
                 retry_after,
                 reason,
-            }) if !refused && !self.closed && !self.fits(units) => {
+            }) if memory => {
+                self.check_shed_reason(reason, ShedReason::Memory);
+                self.shed_event(
+                    site,
+                    units,
+                    priority,
+                    Duration::ZERO,
+                    ShedReason::Memory,
+                    retry_after,
+                );
+                self.memory_shed(priority);
+                self.stats.memory_sheds_try += 1;
+            }
+            Err(GateError::Closed) if self.closed && !refused && !memory => {
+                self.closed_arrival(units, priority);
+            }
+            Err(GateError::Busy {
+                retry_after,
+                reason,
+            }) if !refused && !memory && !self.closed && !self.fits(units) => {
+                self.untaken(units);
                 self.check_shed_reason(reason, ShedReason::NoWait);
                 self.shed_event(
                     site,
@@ -1023,7 +1376,7 @@ impl<'g> GateHarness<'g> {
                 );
                 self.stats.try_sheds += 1;
             }
-            Ok(permit) if !refused && !self.closed && self.fits(units) => {
+            Ok(permit) if !refused && !memory && !self.closed && self.fits(units) => {
                 self.available -= units;
                 self.expected_events.push(Event::Admit(
                     site.label(),
@@ -1034,15 +1387,18 @@ impl<'g> GateHarness<'g> {
                 self.saw_wait(Duration::ZERO, true);
                 self.stats.try_admits += 1;
                 self.take_permit(permit, units, site, priority);
+                self.bound_admit(priority);
             }
             other => self.fail(&format!(
                 "try_acquire({units}, {priority:?}) returned {:?}; model: available {}, \
-                 queued {}, closed {}, max_units {}",
+                 queued {}, closed {}, max_units {}, in use {}, memory: {}, memory shed {memory}",
                 other.map(|p| p.units()),
                 self.available,
                 self.queue.len(),
                 self.closed,
-                self.max_units
+                self.max_units,
+                self.held(),
+                self.memory_now(),
             )),
         }
     }
@@ -1135,6 +1491,11 @@ impl<'g> GateHarness<'g> {
             self.stats.admits_below_critical += 1;
         } else if priority == Priority::CriticalPlus {
             self.stats.admits_critical_plus += 1;
+        }
+        // The gate's `admit`: an admission takes its units from the admissions
+        // left before the next reading, down to none (nothing while unbound).
+        if self.admissions != UNBOUND {
+            self.admissions = self.admissions.saturating_sub(units);
         }
         self.permits.push(GPermit {
             permit,
@@ -1454,11 +1815,32 @@ impl<'g> GateHarness<'g> {
             self.stats.cancels += 1;
             return self.finish(i);
         }
+        if self.refused_for_memory(units, priority) {
+            // Before the semaphore: a shed at arrival that never waited.
+            let Poll::Ready(Err(GateError::Busy {
+                retry_after,
+                reason,
+            })) = result
+            else {
+                self.first_poll_failed(i, &result, "Busy for Memory");
+            };
+            self.check_shed_reason(reason, ShedReason::Memory);
+            self.shed_event(
+                site,
+                units,
+                priority,
+                Duration::ZERO,
+                ShedReason::Memory,
+                retry_after,
+            );
+            self.memory_shed(priority);
+            return self.finish(i);
+        }
         if self.closed {
             if !matches!(result, Poll::Ready(Err(GateError::Closed))) {
                 self.first_poll_failed(i, &result, "Closed");
             }
-            self.stats.closed += 1;
+            self.closed_arrival(units, priority);
             return self.finish(i);
         }
         if self.fits(units) {
@@ -1471,9 +1853,12 @@ impl<'g> GateHarness<'g> {
             self.saw_wait(Duration::ZERO, true);
             self.stats.immediate_admits += 1;
             self.take_permit(permit, units, site, priority);
+            self.bound_admit(priority);
             return self.finish(i);
         }
-        // It joins the queue (with this poll's waker), then parks.
+        // It joins the queue (with this poll's waker), then parks: it takes
+        // no admissions until it is admitted.
+        self.untaken(units);
         let w = &mut self.waiters[i];
         w.phase = Phase::Parked;
         w.signal_armed = true;
@@ -1527,7 +1912,8 @@ impl<'g> GateHarness<'g> {
         self.fail(&format!(
             "first poll of #{} ({} units, {:?}, max wait {:?}, fired {}) returned {:?}, the \
              model expected {model}; model: available {}, queued {}, per class parked {:?} \
-             (posted {:?}, doomed {:?}), closed {}, max_units {}, max_waiters {:?}, now {:?}",
+             (posted {:?}, doomed {:?}), closed {}, max_units {}, max_waiters {:?}, now {:?}, \
+             in use {}, memory: {}",
             w.key,
             w.units,
             w.priority,
@@ -1542,7 +1928,9 @@ impl<'g> GateHarness<'g> {
             self.closed,
             self.max_units,
             self.max_waiters,
-            self.now
+            self.now,
+            self.held(),
+            self.memory_now(),
         ))
     }
 
@@ -1684,6 +2072,9 @@ impl<'g> GateHarness<'g> {
                 self.stats.parked_admits += 1;
                 if expired_for.is_some() {
                     self.stats.admits_at_deadline += 1;
+                }
+                if self.admissions != UNBOUND {
+                    self.stats.memory_parked_admissions += 1;
                 }
                 self.take_permit(permit, units, site, priority);
                 self.finish(i);
@@ -1872,7 +2263,7 @@ impl<'g> GateHarness<'g> {
     }
 
     fn advance(&mut self, by: Duration) {
-        self.timer.advance(by);
+        self.timer.clock().advance(by);
         self.now += by;
         let now = self.now;
         for w in &mut self.waiters {
@@ -1881,6 +2272,188 @@ impl<'g> GateHarness<'g> {
                 w.expected_wakes += 1;
                 self.stats.deadline_wakes += 1;
             }
+        }
+        self.watch_turn();
+    }
+
+    /// The replay polls the spawned tasks: the memory watch reads if its
+    /// interval has passed since its last reading (at once, the first time),
+    /// and ends instead on a closed gate.
+    fn watch_turn(&mut self) {
+        self.timer.run();
+        let Some(due) = self.next_reading else {
+            return;
+        };
+        if self.now < due {
+            return;
+        }
+        if self.closed {
+            self.next_reading = None;
+            self.stats.memory_watch_ends += 1;
+            return;
+        }
+        self.read_memory();
+        self.next_reading = Some(self.now + MEMORY_INTERVAL);
+    }
+
+    /// A reading of the watch: each class's allowance with the units in
+    /// permits now (all unbound for `None`), then the capacity in force, then
+    /// `on_memory`.
+    fn read_memory(&mut self) {
+        let reading = self.reading;
+        let in_use = self.held();
+        // Admitted since the last reading: what the arrivals took of the
+        // admissions it bound, or without a bound, the rise of the units in
+        // use.
+        let admitted = match self.given {
+            Some(given) => given - self.admissions.min(given),
+            None => in_use.saturating_sub(self.last_in_use),
+        };
+        let configured = self.configured;
+        let allowance = reading.map(|used| self.room.read(used, in_use, admitted, configured));
+        self.last_in_use = in_use;
+        self.allowed = allowance.map_or([UNBOUND; RANKS], |a| a.levels);
+        self.admissions = allowance.map_or(UNBOUND, |a| a.admissions);
+        self.given = Some(self.admissions).filter(|&a| a != UNBOUND);
+        if let Some(a) = allowance.filter(|a| a.admissions != UNBOUND) {
+            self.stats.memory_admissions_bound += 1;
+            if a.probe {
+                self.stats.memory_probes += 1;
+            }
+        }
+        let allowed = allowance.map(|a| a.levels);
+        // In force were the units forgotten since still configured.
+        let undone = (self.configured + self.forgotten)
+            .min(self.allowed[TOP])
+            .max(self.max_units.min(self.configured + self.forgotten));
+        let from = self.apply_capacity();
+        if undone > self.capacity {
+            self.stats.memory_forgets_kept += 1;
+        }
+        self.stats.memory_readings += 1;
+        if reading.is_none() {
+            self.stats.memory_unbound_readings += 1;
+        }
+        if self.capacity < from {
+            self.stats.memory_lowered += 1;
+        } else if self.capacity > from {
+            self.stats.memory_raised += 1;
+        }
+        if self.allowed[TOP] < self.max_units {
+            self.stats.memory_floored += 1;
+        }
+        self.expected_events.push(Event::Memory(
+            reading,
+            allowed.map(|allowed| allowed[TOP]),
+            self.capacity,
+        ));
+    }
+
+    /// The capacity in force: the configured one lowered to `CriticalPlus`'s
+    /// allowance, never below `max_units` (or the configured one, if forgets
+    /// took it lower).
+    fn in_force(&self) -> usize {
+        self.configured
+            .min(self.allowed[TOP])
+            .max(self.max_units.min(self.configured))
+    }
+
+    /// The gate's `Inner::apply_capacity`: sets the capacity to the one in
+    /// force, as a resize sets it (new units served, a shrink's debt), telling
+    /// the observer if it changed. Returns the previous capacity.
+    fn apply_capacity(&mut self) -> usize {
+        let (from, to) = (self.capacity, self.in_force());
+        self.forgotten = 0;
+        if to != from {
+            self.expected_events.push(Event::Capacity(to));
+        }
+        self.capacity = to;
+        if to > from {
+            self.give_back(to - from);
+        } else if to < from {
+            self.debt += from - to;
+            self.serve();
+        }
+        from
+    }
+
+    /// Units in permits: the gate's `in_use()`.
+    fn held(&self) -> usize {
+        self.permits.iter().map(|p| p.units).sum()
+    }
+
+    /// The levels and the admissions left, `None` for unbound, for a message.
+    fn memory_now(&self) -> String {
+        let bound = |units: usize| (units != UNBOUND).then_some(units);
+        format!(
+            "levels {:?}, admissions left {:?}",
+            self.allowed.map(bound),
+            bound(self.admissions)
+        )
+    }
+
+    /// Whether an arrival of `units` and `priority` is shed for memory: the
+    /// gate is open and [`memory_bars`](Self::memory_bars) it. It takes
+    /// nothing: an admission does ([`take_permit`](Self::take_permit)).
+    fn refused_for_memory(&mut self, units: usize, priority: Priority) -> bool {
+        if self.closed || !self.memory_bars(units, priority) {
+            return false;
+        }
+        let allowed = self.allowed[rank(priority)];
+        if !(allowed < self.capacity && self.held() + units > allowed) {
+            self.stats.memory_admissions_spent += 1;
+        }
+        true
+    }
+
+    /// Whether the watch's last reading bars an arrival of `units` and
+    /// `priority`, open gate or not: its class's level is below the capacity
+    /// in force and its units with those in use pass it, or fewer admissions
+    /// are left before the next reading than its units.
+    fn memory_bars(&self, units: usize, priority: Priority) -> bool {
+        let allowed = self.allowed[rank(priority)];
+        (allowed < self.capacity && self.held() + units > allowed)
+            || (self.admissions != UNBOUND && self.admissions < units)
+    }
+
+    /// An arrival refused `Closed` (the caller checked it).
+    fn closed_arrival(&mut self, units: usize, priority: Priority) {
+        self.stats.closed += 1;
+        if self.memory_bars(units, priority) {
+            self.stats.memory_closed_refusals += 1;
+        }
+    }
+
+    /// An arrival within bound admissions, not shed for memory, that is not
+    /// admitted at once: it takes none of them.
+    fn untaken(&mut self, units: usize) {
+        if self.admissions != UNBOUND && self.admissions >= units {
+            self.stats.memory_admissions_untaken += 1;
+        }
+    }
+
+    /// Counts a shed for memory (the caller checked it and expects its event).
+    fn memory_shed(&mut self, priority: Priority) {
+        self.stats.memory_sheds += 1;
+        if priority == Priority::CriticalPlus {
+            self.stats.memory_sheds_critical_plus += 1;
+        }
+    }
+
+    /// After an admission at once of `priority`: while its class's allowance
+    /// binds (below the capacity in force), the gate's units in use stay
+    /// within it.
+    fn bound_admit(&mut self, priority: Priority) {
+        let allowed = self.allowed[rank(priority)];
+        if allowed < self.capacity {
+            self.stats.memory_bound_admits += 1;
+            let in_use = self.gate.in_use();
+            self.expect(in_use <= allowed, || {
+                format!(
+                    "{priority:?} admitted at once past its allowance: {in_use} in use, \
+                     {allowed} allowed"
+                )
+            });
         }
     }
 
@@ -1948,17 +2521,14 @@ impl<'g> GateHarness<'g> {
         self.expect(previous == Ok(from), || {
             format!("resize({to}) returned {previous:?}, the model's capacity is {from}")
         });
-        if to != from {
-            self.expected_events.push(Event::Capacity(to));
-        }
-        self.capacity = to;
-        if to > from {
+        // The configured capacity, then the one in force (which memory may
+        // lower).
+        self.configured = to;
+        self.apply_capacity();
+        if self.capacity > from {
             self.stats.grows += 1;
-            self.give_back(to - from);
-        } else if to < from {
+        } else if self.capacity < from {
             self.stats.shrinks += 1;
-            self.debt += from - to;
-            self.serve();
         }
     }
 
@@ -2020,6 +2590,10 @@ impl<'g> GateHarness<'g> {
         let cut = units.min(self.capacity);
         self.capacity -= cut;
         self.debt -= units - cut;
+        // The configured capacity follows (see "Memory"): no reading or
+        // resize gives the units back.
+        self.configured = self.configured.saturating_sub(units);
+        self.forgotten += units;
         if self.capacity < self.max_units {
             self.stats.forgets_below_max_units += 1;
         }
@@ -2269,6 +2843,33 @@ impl<'g> GateHarness<'g> {
         self.expect(self.gate.is_closed() == self.closed, || {
             "is_closed()".into()
         });
+        // No admission past the capacity in force: the units in use are within
+        // it, or within what a shrink (which revokes nothing) still owes.
+        self.expect(in_use <= self.capacity + self.debt, || {
+            format!(
+                "{in_use} in use, capacity in force {} + debt {}",
+                self.capacity, self.debt
+            )
+        });
+        let memory = self.allowed[0] < self.configured;
+        self.expect(self.gate.pressure().memory() == memory, || {
+            format!(
+                "pressure().memory() is {}, the model's {}, configured {}",
+                !memory,
+                self.memory_now(),
+                self.configured
+            )
+        });
+        self.expect(
+            self.timer.tasks() == usize::from(self.next_reading.is_some()),
+            || {
+                format!(
+                    "{} tasks alive, the model's watch {:?}",
+                    self.timer.tasks(),
+                    self.next_reading
+                )
+            },
+        );
         let overloaded = self.codel.as_ref().is_some_and(|c| c.overloaded);
         self.expect(self.gate.is_overloaded() == overloaded, || {
             format!("is_overloaded() is {}", self.gate.is_overloaded())
@@ -2323,7 +2924,18 @@ impl<'g> GateHarness<'g> {
         self.expect(self.gate.in_use() == 0 && self.gate.waiters() == 0, || {
             "units or waiters left after the drain".into()
         });
-        self.expect(self.timer.pending_sleeps() == 0, || "sleeps left".into());
+        self.expect(self.available == self.capacity && self.debt == 0, || {
+            format!(
+                "the model has {} of {} units back, debt {}",
+                self.available, self.capacity, self.debt
+            )
+        });
+        // The watch's sleep, while it runs.
+        let watching = usize::from(self.next_reading.is_some());
+        self.expect(self.timer.clock().pending_sleeps() == watching, || {
+            format!("{} sleeps left", self.timer.clock().pending_sleeps())
+        });
+        self.every_unit_back();
         for (waker, count) in &self.retired {
             let now = waker.count();
             self.expect(now == *count, || {
@@ -2333,6 +2945,27 @@ impl<'g> GateHarness<'g> {
                 "a retired waker is still held".into()
             });
         }
+    }
+
+    /// Every unit is back: the gate's own drain (which closes it) finds them
+    /// all at once; then the watch ends at its next reading due.
+    fn every_unit_back(&mut self) {
+        {
+            let mut drain = core::pin::pin!(self.gate.drain(Duration::ZERO));
+            let got = drain.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            self.expect(matches!(got, Poll::Ready(Ok(()))), || {
+                format!("the gate's drain found units missing: {got:?}")
+            });
+        }
+        self.closed = true;
+        if let Some(due) = self.next_reading {
+            self.advance(due.saturating_sub(self.now));
+        }
+        self.check();
+        self.expect(
+            self.timer.tasks() == 0 && self.timer.clock().pending_sleeps() == 0,
+            || "the watch outlived the close".into(),
+        );
     }
 
     fn expect(&self, ok: bool, what: impl FnOnce() -> String) {

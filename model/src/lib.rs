@@ -26,6 +26,10 @@ mod overload;
 pub mod manual_timer;
 #[path = "../../core/tests/support/signal.rs"]
 pub mod signal;
+/// [`SpawningTimer`](spawning_timer::SpawningTimer): the gate model's clock,
+/// which takes the memory watch's task.
+#[path = "../../core/tests/support/spawning_timer.rs"]
+pub mod spawning_timer;
 
 /// The kind a selector byte picks from `table`: each kind owns as many of the 256
 /// byte values as its weight, in the table's order (the weights sum to 256).

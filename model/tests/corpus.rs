@@ -36,6 +36,7 @@ fn gate_corpus_replays() {
     assert_gate_reaches_everything(&total, "gate corpus");
     assert_gate_reaches_the_cap_shed(&total, "gate corpus");
     assert_gate_reaches_lifecycle(&total, "gate corpus");
+    assert_gate_reaches_memory(&total, "gate corpus");
 }
 
 /// The files of `fuzz/corpus/<target>/`, in name order. A failing file is named
@@ -94,6 +95,16 @@ fn gate_random_sweep() {
     // corpus reach it).
     assert_gate_reaches_everything(&total, "gate sweep");
     assert_gate_reaches_lifecycle(&total, "gate sweep");
+    assert_gate_reaches_memory(&total, "gate sweep");
+    assert!(
+        cfg!(miri)
+            || total.memory_floored > 0
+                && total.memory_sheds_critical_plus > 0
+                && total.memory_probes > 0
+                && total.memory_watch_ends > 0,
+        "the gate sweep never reached a reading below the floor, a memory shed of \
+         CriticalPlus, a probe, or the watch's end: {total:?}"
+    );
 }
 
 /// Runs one replay of a sweep; if it panics, says which input failed (the sweep's
@@ -716,6 +727,169 @@ fn gate_priority_shed_walk_goes_on_after_a_full_wake_batch() {
     assert_eq!((t.outranked, t.admits_below_critical), (33, 1), "{t:?}");
 }
 
+/// The memory watch: a working set of 8 of a 16-unit limit gives the classes
+/// levels of 4, 4, 5 and 6 units (their marks, 75 % to 90 %, less the working
+/// set), so the capacity in force falls from 8 to 6, and 6 admissions until
+/// the next reading (fresh units under the highest mark). A fifth `Sheddable`
+/// unit is shed for memory past its level (`try_acquire`), a sixth `Critical`
+/// one too (a first poll), while `CriticalPlus`, whose level is the capacity
+/// in force, takes the last admission and then finds them spent (shed for
+/// memory, not `NoWait`). The buffers fill past what was counted (14.75 with 6
+/// units in use): the capacity falls to 5 below the 6 in use, revoking
+/// nothing; a resize above it changes nothing in force; two releases pay the
+/// shrink. The source fails: every class unbound, the capacity is the
+/// configured 10.
+#[test]
+fn gate_memory_watch_sheds_past_each_mark_and_follows_the_readings() {
+    use GateOp::*;
+    let critical = |index| {
+        [
+            Acquire {
+                units: 0,
+                site: at(1, None),
+                ceiling: None,
+            },
+            Poll(index),
+        ]
+    };
+    let mut ops = vec![
+        // A working set of 8 (32 quarters) against 16 units, read at 10 ms.
+        Memory(32),
+        Advance(10),
+    ];
+    ops.extend(
+        [TryAcquire {
+            units: 0,
+            site: at(0, SHEDDABLE),
+        }; 5],
+    );
+    ops.extend(critical(0));
+    ops.extend(critical(0));
+    ops.extend(
+        [TryAcquire {
+            units: 0,
+            site: at(2, CRITICAL_PLUS),
+        }; 2],
+    );
+    // 14.75 (59 quarters) with 6 in use: 8.75 beyond the units.
+    ops.extend([Memory(59), Advance(10), Resize(10)]);
+    ops.extend(
+        [Release {
+            permit: 0,
+            explicit: false,
+        }; 2],
+    );
+    // The source fails (60 and above).
+    ops.extend([Memory(60), Advance(10)]);
+    let case = GateCase {
+        // Capacity 8 (low bits 7), max_units 2 (bits 3..=6: 1), no target.
+        capacity: 7 | 1 << 3,
+        budget: 63,
+        ops,
+    };
+    let t = gate_seed("seed-memory-watch", &case);
+    // The first reading (at the build, before the source is set) and three.
+    assert_eq!(
+        (t.memory_readings, t.memory_unbound_readings),
+        (4, 2),
+        "{t:?}"
+    );
+    assert_eq!((t.memory_lowered, t.memory_raised), (2, 1), "{t:?}");
+    assert_eq!((t.memory_sheds, t.memory_sheds_try), (3, 2), "{t:?}");
+    assert_eq!(
+        (t.memory_admissions_bound, t.memory_admissions_spent),
+        (2, 1),
+        "{t:?}"
+    );
+    assert_eq!((t.memory_bound_admits, t.try_sheds), (5, 0), "{t:?}");
+    assert_eq!((t.try_admits, t.immediate_admits), (5, 1), "{t:?}");
+    // The fall to 6 retires 2 units at once, the one to 5 one as it comes back.
+    assert_eq!(t.retired_units, 3, "{t:?}");
+}
+
+/// The memory watch's admissions are taken by admissions only. A working set
+/// of 10 of a 24-unit limit leaves the admissions unbound (11 fresh units
+/// under the highest mark, 21.6, for a configured 8), and 4 units are admitted;
+/// their buffers fill (14), so the next reading binds them at 7 (21.6 − 14),
+/// the levels (8 to 11) all at or above the capacity of 8. Another 4 take 4 of
+/// them; a `try_acquire` of 2 that finds the units taken (`NoWait`) and an
+/// acquire of 2 that parks take none, so 3 are left. A release grants the
+/// waiter, whose admission (when it is polled) takes 2: one `try_acquire` of 2
+/// finds one left (shed for memory), one of 1 takes it. The next reading counts
+/// the 7 admitted since (given less left), with the 7 in use owed no room
+/// under the mark but a probe (the working set held still).
+#[test]
+fn gate_memory_admissions_are_taken_by_admissions_only() {
+    use GateOp::*;
+    let site = at(0, CRITICAL_PLUS);
+    // Units of a gate of 8: `1 + raw % 8`.
+    let take = |units: u8| TryAcquire {
+        units: units - 1,
+        site,
+    };
+    let ops = vec![
+        // A limit of 24 units (the top bits 3), a working set of 10 (40 quarters).
+        Memory(3 << 6 | 40),
+        Advance(10),
+        take(4),
+        // The 4 units' buffers fill: 14 (56 quarters).
+        Memory(3 << 6 | 56),
+        Advance(10),
+        take(4),
+        take(2),
+        Acquire {
+            units: 1,
+            site,
+            ceiling: None,
+        },
+        Poll(0),
+        Release {
+            permit: 0,
+            explicit: true,
+        },
+        Poll(0),
+        take(2),
+        take(1),
+        Advance(10),
+    ];
+    let case = GateCase {
+        // Capacity 8 (low bits 7), max_units 4 (bits 3..=6: 3), no target.
+        capacity: 7 | 3 << 3,
+        budget: 63,
+        ops,
+    };
+    let t = gate_seed("seed-memory-admissions", &case);
+    assert_eq!(
+        (
+            t.memory_readings,
+            t.memory_admissions_bound,
+            t.memory_probes
+        ),
+        (4, 2, 1),
+        "{t:?}"
+    );
+    assert_eq!(
+        (t.try_admits, t.try_sheds, t.parked_admits),
+        (3, 1, 1),
+        "{t:?}"
+    );
+    assert_eq!(
+        (
+            t.memory_sheds,
+            t.memory_admissions_spent,
+            t.memory_sheds_try
+        ),
+        (1, 1, 1),
+        "{t:?}"
+    );
+    assert_eq!(
+        (t.memory_admissions_untaken, t.memory_parked_admissions),
+        (2, 1),
+        "{t:?}"
+    );
+    assert_eq!((t.memory_lowered, t.memory_raised), (0, 0), "{t:?}");
+}
+
 /// A hand-written gate seed: written with `ADMIT_WRITE_SEEDS=1`; once in
 /// `fuzz/corpus/gate_ops/`, it must stay the encoding of its case.
 fn check_gate_seed(name: &str, bytes: &[u8]) {
@@ -1266,6 +1440,25 @@ fn add_gate(total: &mut GateStats, s: &GateStats) {
     total.queue_full += s.queue_full;
     total.shed_units_not_found += s.shed_units_not_found;
     total.walks_cut_by_batch += s.walks_cut_by_batch;
+    total.memory_sets += s.memory_sets;
+    total.memory_readings += s.memory_readings;
+    total.memory_unbound_readings += s.memory_unbound_readings;
+    total.memory_lowered += s.memory_lowered;
+    total.memory_raised += s.memory_raised;
+    total.memory_floored += s.memory_floored;
+    total.memory_forgets_kept += s.memory_forgets_kept;
+    total.memory_sheds += s.memory_sheds;
+    total.memory_sheds_try += s.memory_sheds_try;
+    total.memory_sheds_critical_plus += s.memory_sheds_critical_plus;
+    total.memory_closed_refusals += s.memory_closed_refusals;
+    total.memory_oversize_try += s.memory_oversize_try;
+    total.memory_admissions_untaken += s.memory_admissions_untaken;
+    total.memory_parked_admissions += s.memory_parked_admissions;
+    total.memory_bound_admits += s.memory_bound_admits;
+    total.memory_watch_ends += s.memory_watch_ends;
+    total.memory_admissions_bound += s.memory_admissions_bound;
+    total.memory_probes += s.memory_probes;
+    total.memory_admissions_spent += s.memory_admissions_spent;
 }
 
 /// The gate replays were not vacuous: every outcome of an acquire was reached,
@@ -1370,6 +1563,55 @@ fn assert_gate_reaches_lifecycle(t: &GateStats, what: &str) {
         ("merges across sources", t.merges_across_sources),
         ("forgets", t.forgets),
         ("forgets below max_units", t.forgets_below_max_units),
+    ];
+    for (name, n) in reached {
+        assert!(n > 0, "the {what} never reached {name}: {t:?}");
+    }
+}
+
+/// The memory watch was reached: readings, failed ones, readings that lowered
+/// and raised the capacity in force, sheds for memory (of `try_acquire` too),
+/// admissions at once within a class's allowance below the capacity, and each
+/// place where a forget, a close, the capacity or an admission decides
+/// against the watch's bounds.
+fn assert_gate_reaches_memory(t: &GateStats, what: &str) {
+    if cfg!(miri) {
+        return;
+    }
+    let reached = [
+        ("memory readings", t.memory_readings),
+        ("failed memory readings", t.memory_unbound_readings),
+        ("readings that lowered the capacity", t.memory_lowered),
+        ("readings that raised the capacity", t.memory_raised),
+        ("sheds for memory", t.memory_sheds),
+        ("sheds for memory of try_acquire", t.memory_sheds_try),
+        (
+            "readings that bound the admissions",
+            t.memory_admissions_bound,
+        ),
+        ("sheds for admissions spent", t.memory_admissions_spent),
+        ("admissions within an allowance", t.memory_bound_admits),
+        // Where the gate's rules decide against what the watch alone would
+        // say: a reading a forget's units stay out of, an arrival on a closed
+        // gate, a `try_acquire` above the capacity, an arrival within the
+        // admissions turned away or parked, a parked admission against them.
+        (
+            "readings after a forget that keep it",
+            t.memory_forgets_kept,
+        ),
+        (
+            "arrivals refused Closed that memory would shed",
+            t.memory_closed_refusals,
+        ),
+        (
+            "try_acquires refused ExceedsCapacity that memory would shed",
+            t.memory_oversize_try,
+        ),
+        (
+            "arrivals within the admissions not admitted at once",
+            t.memory_admissions_untaken,
+        ),
+        ("parked admissions against them", t.memory_parked_admissions),
     ];
     for (name, n) in reached {
         assert!(n > 0, "the {what} never reached {name}: {t:?}");

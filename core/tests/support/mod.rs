@@ -4,10 +4,12 @@
 pub mod manual_timer;
 pub mod recorder;
 pub mod signal;
+pub mod spawning_timer;
 
 pub use manual_timer::ManualTimer;
 pub use recorder::{Event, Recorder};
 pub use signal::Trigger;
+pub use spawning_timer::SpawningTimer;
 
 admit::sources! {
     /// Call sites used by the gate tests.
