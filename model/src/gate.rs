@@ -1,5 +1,5 @@
 //! A reference model of the gate contract and a deterministic replay against the
-//! real [`admit::Gate`], on the [`ManualTimer`] clock, with a hand-fired
+//! real [`admit::Gate`], on a manual clock ([`SpawningTimer`]), with a hand-fired
 //! [`Trigger`] as each acquire's cancellation signal.
 //!
 //! The model is the semaphore model (a counter and a FIFO queue) plus, per waiter,

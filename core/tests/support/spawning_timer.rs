@@ -1,6 +1,6 @@
-//! A [`ManualTimer`] that can spawn: the tasks a gate gives it (its memory
+//! A `ManualTimer` that can spawn: the tasks a gate gives it (its memory
 //! watch, its overload watch) wait until the test polls them by hand
-//! ([`SpawningTimer::run`]). Self-contained (std, `admit` and the manual
+//! (`SpawningTimer::run`). Self-contained (std, `admit` and the manual
 //! timer): the model crate includes it with `#[path]`, as it does the manual
 //! timer.
 
