@@ -470,6 +470,9 @@ struct Handles {
     admitted_total: Box<[Counter]>,
     /// One gauge per source, at `State::source_index`.
     leases_live: Box<[Gauge]>,
+    memory_limit_bytes: Gauge,
+    memory_working_set_bytes: Gauge,
+    memory_allowed_units: Gauge,
 }
 
 /// The ways a lease ends, counted apart: [`LeaseEnd::ALL`].
@@ -802,6 +805,9 @@ impl MetricsObserver {
                 .iter()
                 .map(|&source| self.leases_live_gauge(source))
                 .collect(),
+            memory_limit_bytes: metrics::gauge!(n.memory_limit_bytes.clone()),
+            memory_working_set_bytes: metrics::gauge!(n.memory_working_set_bytes.clone()),
+            memory_allowed_units: metrics::gauge!(n.memory_allowed_units.clone()),
         };
         // Every series exists from now on: each gauge at 0 until the hand-over
         // adds the units (live leases) counted so far, every counter at 0 until
@@ -1062,16 +1068,33 @@ impl admit::Observer for MetricsObserver {
         }
     }
 
-    /// Set through the facade at every reading: a few a second at most.
+    /// Set at every reading (on the handles, or through the facade before
+    /// any recorder): the last reading is the value, nothing to catch up.
     fn on_memory(&self, event: &MemoryEvent) {
-        let n = &self.names;
         let (limit, working_set) = event
             .reading
             .map_or((0, 0), |reading| (reading.limit, reading.working_set));
-        metrics::gauge!(n.memory_limit_bytes.clone()).set(limit as f64);
-        metrics::gauge!(n.memory_working_set_bytes.clone()).set(working_set as f64);
-        metrics::gauge!(n.memory_allowed_units.clone())
-            .set(event.allowed_units.unwrap_or(0) as f64);
+        let allowed = event.allowed_units.unwrap_or(0);
+        let show = |limit_gauge: &Gauge, working_set_gauge: &Gauge, allowed_gauge: &Gauge| {
+            limit_gauge.set(limit as f64);
+            working_set_gauge.set(working_set as f64);
+            allowed_gauge.set(allowed as f64);
+        };
+        match self.handles.get() {
+            Some(h) => show(
+                &h.memory_limit_bytes,
+                &h.memory_working_set_bytes,
+                &h.memory_allowed_units,
+            ),
+            None => {
+                let n = &self.names;
+                show(
+                    &metrics::gauge!(n.memory_limit_bytes.clone()),
+                    &metrics::gauge!(n.memory_working_set_bytes.clone()),
+                    &metrics::gauge!(n.memory_allowed_units.clone()),
+                );
+            }
+        }
     }
 
     fn on_overload(&self, event: &OverloadEvent) {

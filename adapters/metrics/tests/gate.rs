@@ -344,3 +344,42 @@ fn a_capacity_raised_above_its_memory_budget_reads_how_far() {
     assert_eq!(gauge(&m, "uploads_capacity_units"), 2.0);
     assert_eq!(gauge(&m, "uploads_capacity_over_budget_units"), 2.0);
 }
+
+#[test]
+fn the_memory_watch_shows_its_reading_and_its_sheds() {
+    const MIB: u64 = 1 << 20;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let (gate, held) = run(&recorder, async {
+        // 160 MiB with 10 MiB in use: (144 − 10) / 8 = 16 units for
+        // `critical_plus`, 15 for `critical`, the default class.
+        let watch = admit::MemoryWatch::new(8 * MIB)
+            .source(|| Some(admit::MemoryUse::new(160 * MIB, 10 * MIB)));
+        let gate = admit_tokio::gate::<Route>(20)
+            .memory_watch(watch)
+            .observer(MetricsObserver::new("uploads"))
+            .build()
+            .unwrap();
+        tokio::task::yield_now().await; // the watch's first reading
+        let held: Vec<_> = (0..15)
+            .map(|_| gate.try_acquire(1, Route::Upload).unwrap())
+            .collect();
+        let shed = gate.try_acquire(1, Route::Upload).unwrap_err();
+        assert_eq!(shed.shed_reason(), Some(admit::ShedReason::Memory));
+        (gate, held)
+    });
+    let m = read(&snapshotter);
+    assert_eq!(gauge(&m, "uploads_memory_limit_bytes"), (160 * MIB) as f64);
+    assert_eq!(
+        gauge(&m, "uploads_memory_working_set_bytes"),
+        (10 * MIB) as f64
+    );
+    assert_eq!(gauge(&m, "uploads_memory_allowed_units"), 16.0);
+    assert_eq!(gauge(&m, "uploads_capacity_units"), 16.0);
+    assert_eq!(
+        counter(&m, "uploads_shed_total", "upload", "memory"),
+        1,
+        "the shed for memory, by its reason"
+    );
+    drop((held, gate));
+}
