@@ -513,3 +513,66 @@ fn a_ceiling_gives_a_signal_where_no_cgroup_sets_a_limit() {
     assert!(reading.working_set > 0);
     drop(gate);
 }
+
+/// Panics in `on_memory` once armed.
+#[derive(Default)]
+struct PanicsOnMemory(std::sync::atomic::AtomicBool);
+
+impl Observer for PanicsOnMemory {
+    fn on_memory(&self, _: &MemoryEvent) {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("an observer that panics");
+        }
+    }
+}
+
+#[test]
+fn a_panicking_observer_or_source_ends_the_watch_and_leaves_the_gate_unbound() {
+    // The observer.
+    let timer = SpawningTimer::new();
+    let observer = Arc::new(PanicsOnMemory::default());
+    let source = Source::new(10);
+    let gate = Gate::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .memory_watch(source.watch())
+        .timer(timer.clone())
+        .observer(Arc::clone(&observer))
+        .build()
+        .unwrap();
+    timer.run();
+    assert_eq!(gate.capacity(), 16);
+    source.set(150);
+    observer.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| next_reading(&timer)));
+    assert!(unwound.is_err());
+    // Not held to the reading of 150 MiB (nothing allowed) for good: the
+    // configured capacity, every unit of it admitted.
+    assert_eq!(gate.capacity(), 20);
+    let all: Vec<_> = (0..20)
+        .map(|_| gate.try_acquire(1, Src::Upload).unwrap())
+        .collect();
+    drop(all);
+
+    // The source.
+    let timer = SpawningTimer::new();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trips = Arc::clone(&armed);
+    let watch = MemoryWatch::new(UNIT).interval(INTERVAL).source(move || {
+        assert!(
+            !trips.load(std::sync::atomic::Ordering::SeqCst),
+            "a source that panics"
+        );
+        Some(MemoryUse::new(LIMIT, 150 * MIB))
+    });
+    let gate = Gate::<Src, _>::builder(Capacity::from_memory_budget(LIMIT, UNIT))
+        .memory_watch(watch)
+        .timer(timer.clone())
+        .build()
+        .unwrap();
+    timer.run();
+    assert_eq!(gate.capacity(), 1, "nothing allowed: the floor");
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| next_reading(&timer)));
+    assert!(unwound.is_err());
+    assert_eq!(gate.capacity(), 20);
+    assert!(gate.try_acquire(1, Src::Upload).is_ok());
+}

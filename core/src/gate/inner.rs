@@ -105,16 +105,21 @@ impl<T: Timer, O: Observer> Inner<T, O> {
         !memory.admits(units)
     }
 
+    /// The capacity in force (see [`apply_capacity`](Self::apply_capacity)).
+    pub(crate) fn capacity_in_force(&self) -> usize {
+        let configured = self.configured.load(Ordering::Relaxed);
+        configured
+            .min(self.memory_allowed(Priority::CriticalPlus))
+            .max(self.max_units.min(configured))
+    }
+
     /// Sets the semaphore's capacity to the one in force: the configured one,
     /// lowered to what the memory watch allows the highest class, never below
     /// `max_units` (but for units forgotten below it, which stay out); tells
     /// the observer if it changed or `tell` (a new budget). Returns the
     /// previous capacity.
     pub(crate) fn apply_capacity(&self, tell: bool) -> usize {
-        let configured = self.configured.load(Ordering::Relaxed);
-        let capacity = configured
-            .min(self.memory_allowed(Priority::CriticalPlus))
-            .max(self.max_units.min(configured));
+        let capacity = self.capacity_in_force();
         let previous = self.semaphore.set_capacity(capacity);
         if previous != capacity || tell {
             // The capacity now, not the one asked for: of two changes that

@@ -71,6 +71,7 @@ use core::fmt;
 use core::time::Duration;
 
 use super::inner::Inner;
+use super::on_drop::OnDrop;
 use crate::loom::sync::{AtomicUsize, Ordering};
 use crate::{MemoryEvent, MemoryUse, Observer, Priority, Timer};
 
@@ -455,6 +456,16 @@ pub(crate) fn watch<T: Timer, O: Observer>(
                 if inner.semaphore.is_closed() {
                     return;
                 }
+                // The source and the observer are user code: should either
+                // panic, the watch ends here, and leaves the gate unbound
+                // rather than held to its last reading for good. (Quietly:
+                // the observer is not called again on the unwind.)
+                let unbind_on_unwind = OnDrop::new(|| {
+                    if let Some(memory) = &inner.memory {
+                        memory.set(None);
+                    }
+                    inner.semaphore.set_capacity(inner.capacity_in_force());
+                });
                 let reading = read.as_mut().and_then(|read| read());
                 let in_use = inner.in_use();
                 // Admissions since the last reading: those taken from the
@@ -484,6 +495,7 @@ pub(crate) fn watch<T: Timer, O: Observer>(
                 let top = allowance.map(|a| a.levels[usize::from(Priority::CriticalPlus as u8)]);
                 let event = MemoryEvent::new(reading, top, inner.semaphore.capacity());
                 inner.observer.on_memory(&event);
+                unbind_on_unwind.disarm();
                 inner
                     .timer
                     .sleep_until(inner.timer.now().saturating_add(watch.interval))
